@@ -1,0 +1,64 @@
+/**
+ * The interceptor chain every RPC runs through, for every protocol (the connect router for gRPC, gRPC-web
+ * and Connect; the REST transcoder builds the same chain around the implementation):
+ *
+ *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → implementation
+ */
+import type { DescMessage } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+import { loggerKey } from "./context.ts";
+import { toConnectError } from "./status.ts";
+import { validate } from "./validate.ts";
+
+/** Maps whatever the rest of the chain throws to a ConnectError (see status.ts), logging unexpected errors. */
+export const errorInterceptor: Interceptor = (next) => async (req) => {
+  const what = `rpc ${req.method.parent.typeName}/${req.method.name} failed`;
+  try {
+    const res = await next(req);
+    if (!res.stream) return res;
+    const log = req.contextValues.get(loggerKey);
+    return { ...res, message: mapStreamErrors(res.message, log, what) };
+  } catch (e) {
+    throw toConnectError(e, req.contextValues.get(loggerKey), what);
+  }
+};
+
+async function* mapStreamErrors<T>(
+  it: AsyncIterable<T>,
+  log: Parameters<typeof toConnectError>[1],
+  what: string,
+): AsyncIterable<T> {
+  try {
+    yield* it;
+  } catch (e) {
+    throw toConnectError(e, log, what);
+  }
+}
+
+/** Validates every request message against its declared rules (validate.ts) before the implementation. */
+export const validationInterceptor: Interceptor = (next) => async (req) => {
+  if (!req.stream) {
+    validate(req.method.input, req.message);
+    return next(req);
+  }
+  return next({ ...req, message: validateStream(req.method.input, req.message) });
+};
+
+async function* validateStream<T>(schema: DescMessage, it: AsyncIterable<T>): AsyncIterable<T> {
+  for await (const m of it) {
+    validate(schema, m as never);
+    yield m;
+  }
+}
+
+/** The full chain for a list of extra interceptors (outermost first). */
+export function apiInterceptors(extra: Interceptor[] = []): Interceptor[] {
+  return [errorInterceptor, ...extra, validationInterceptor];
+}
+
+/** Wraps `next` with interceptors, the first being the outermost (same order as connect's router). */
+export function applyInterceptors<T>(next: T, interceptors: Interceptor[]): T {
+  let fn = next as Parameters<Interceptor>[0];
+  for (const i of [...interceptors].reverse()) fn = i(fn);
+  return fn as T;
+}

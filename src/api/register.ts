@@ -1,0 +1,115 @@
+/**
+ * Serves API services over every protocol from one set of implementations:
+ * - gRPC (application/grpc, HTTP/2), gRPC-web (application/grpc-web+proto) and Connect (application/json,
+ *   application/proto) through `@connectrpc/connect-fastify`, at `/<package>.<Service>/<Method>`;
+ * - REST/JSON through the transcoder of ./rest/transcoder.ts, at the paths of the `google.api.http` rules.
+ *
+ * Every call carries the same context values (`scopeKey` → the `RequestScope` of `request.scope`,
+ * `loggerKey` → `request.log`) and runs through the same interceptor chain: error mapping (status.ts),
+ * the caller's extra interceptors, then request validation (validate.ts), then the implementation.
+ *
+ * Usage (in the server, before `listen`):
+ *
+ *   registerApi(app, [
+ *     { service: PlatformLanguageSettings, impl: languageSettingsImpl },
+ *     { service: PlatformFeatureSettings, impl: featureSettingsImpl },
+ *   ], { interceptors: [authInterceptor] });
+ *
+ * Implementations read the scope with `ctx.values.get(scopeKey)`, throw `PlatformError`s (src/errors.ts)
+ * and may choose the REST success status with `setHttpStatus(ctx, 201)`.
+ */
+import { createRegistry, type DescFile, type DescService, type Registry } from "@bufbuild/protobuf";
+import type { ContextValues, Interceptor, ServiceImpl } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { createCallContextValues } from "./context.ts";
+import { apiInterceptors } from "./interceptors.ts";
+import { type RestRoute, registerRest } from "./rest/transcoder.ts";
+
+export { httpStatusKey, loggerKey, setHttpStatus } from "./context.ts";
+export { scopeKey } from "./scope.ts";
+
+export interface ApiService {
+  service: DescService;
+  // biome-ignore lint/suspicious/noExplicitAny: one list holds implementations of different services
+  impl: Partial<ServiceImpl<any>>;
+}
+
+/**
+ * Pairs a service with its implementation, type-checking the implementation against that service
+ * (methods left out answer UNIMPLEMENTED): `apiService(PlatformLanguageSettings, { setLanguages(req, ctx) {...} })`.
+ */
+export function apiService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>): ApiService {
+  return { service, impl };
+}
+
+export interface RegisterApiOptions {
+  /**
+   * Extra interceptors (e.g. authentication / authorization), outermost first. They run inside the error
+   * mapping (so they may throw PlatformErrors) and before validation, for every protocol including REST.
+   */
+  interceptors?: Interceptor[];
+  /** Adds the server's own context values to every call (after scopeKey and loggerKey are set). */
+  contextValues?: (req: FastifyRequest, values: ContextValues) => void;
+  /** Maximum size of a connect-protocol request message in bytes (default: connect's, 4 MiB). */
+  readMaxBytes?: number;
+  /** Serve REST routes (default true). */
+  rest?: boolean;
+}
+
+export interface RegisteredApi {
+  /** The REST routes, in registration order (e.g. for documentation or tests). */
+  restRoutes: RestRoute[];
+  /** The JSON registry used for both REST and Connect JSON (resolves google.protobuf.Any). */
+  registry: Registry;
+}
+
+/**
+ * Registers the services on the app (connect protocols + REST). Route tables are built synchronously, so
+ * invalid `google.api.http` rules throw here; Fastify adds the routes when the app boots.
+ */
+export function registerApi(
+  app: FastifyInstance,
+  services: ApiService[],
+  options: RegisterApiOptions = {},
+): RegisteredApi {
+  const registry = registryOf(services.map((s) => s.service));
+  const interceptors = apiInterceptors(options.interceptors);
+  const contextValues = (req: FastifyRequest) => createCallContextValues(req, options.contextValues);
+
+  app.register(fastifyConnectPlugin, {
+    routes(router) {
+      for (const s of services) router.service(s.service, s.impl);
+    },
+    interceptors,
+    contextValues,
+    grpc: true,
+    grpcWeb: true,
+    connect: true,
+    // proto3 JSON as contract.md §1: unknown fields are errors, output uses the proto (snake_case) names
+    jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, registry },
+    readMaxBytes: options.readMaxBytes,
+  });
+
+  const restRoutes =
+    options.rest === false
+      ? []
+      : registerRest(
+          app,
+          services.map((s) => ({ service: s.service, impl: s.impl as Partial<Record<string, unknown>> })),
+          { interceptors, contextValues, registry },
+        );
+  return { restRoutes, registry };
+}
+
+/** A registry of every file the services use (directly or through imports). */
+function registryOf(services: DescService[]): Registry {
+  const files = new Map<string, DescFile>();
+  const add = (f: DescFile) => {
+    if (files.has(f.name)) return;
+    files.set(f.name, f);
+    f.dependencies.forEach(add);
+  };
+  for (const s of services) add(s.file);
+  return createRegistry(...files.values());
+}

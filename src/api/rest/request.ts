@@ -1,0 +1,252 @@
+/**
+ * Builds the request message of a REST call the way grpc-gateway does (contract.md §1 "HTTP mapping"):
+ * the JSON body is the value of the field named in `body` (`*`: the whole message; a repeated field: a JSON
+ * array; an empty body: not set), path variables fill their fields, every other field may come from query
+ * parameters with dotted names (`query.limit=10&ctx.org_id=1`, snake_case or lowerCamelCase), enums by name
+ * or number, repeated fields as repeated parameters, bools as true/false/1/0.
+ *
+ * Everything is merged into one proto3 JSON object and parsed with `fromJson`, so type errors, unknown
+ * fields and oneof conflicts all become INVALID_ARGUMENT naming the problem.
+ */
+import {
+  type DescField,
+  type DescMessage,
+  fromJson,
+  type JsonValue,
+  type Message,
+  type Registry,
+  ScalarType,
+} from "@bufbuild/protobuf";
+import { InvalidArgumentError } from "../../errors.ts";
+import { type PathVariable, variableValue } from "./template.ts";
+
+export interface RequestBinding {
+  schema: DescMessage;
+  /** "" (no body), "*" (whole message) or the proto name of the body field. */
+  body: string;
+  variables: PathVariable[];
+}
+
+type JsonObject = { [k: string]: JsonValue };
+
+/** Field lookup by proto name or JSON (lowerCamelCase) name. */
+const fieldIndex = new WeakMap<DescMessage, Map<string, DescField>>();
+export function findField(desc: DescMessage, name: string): DescField | undefined {
+  let idx = fieldIndex.get(desc);
+  if (!idx) {
+    idx = new Map();
+    for (const f of desc.fields) {
+      idx.set(f.jsonName, f);
+      idx.set(f.name, f);
+    }
+    fieldIndex.set(desc, idx);
+  }
+  return idx.get(name);
+}
+
+/** Resolves a dotted name to fields; undefined when a segment is unknown or not a singular message. */
+function resolvePath(desc: DescMessage, names: string[]): DescField[] | undefined {
+  const out: DescField[] = [];
+  let cur: DescMessage | undefined = desc;
+  for (const [i, n] of names.entries()) {
+    if (!cur) return undefined;
+    const f = findField(cur, n);
+    if (!f) return undefined;
+    out.push(f);
+    if (i < names.length - 1) {
+      if (f.fieldKind !== "message") return undefined;
+      cur = f.message;
+    }
+  }
+  return out;
+}
+
+export function parseJsonBody(raw: string | undefined): JsonValue | undefined {
+  if (raw === undefined || raw.trim() === "") return undefined;
+  try {
+    return JSON.parse(raw) as JsonValue;
+  } catch (e) {
+    throw new InvalidArgumentError(`invalid JSON body: ${(e as Error).message}`);
+  }
+}
+
+/** Builds and parses the request message. */
+export function buildRequestMessage(
+  binding: RequestBinding,
+  params: Record<string, string | undefined>,
+  rawQuery: string,
+  rawBody: string | undefined,
+  registry: Registry | undefined,
+): Message {
+  const { schema } = binding;
+  let json: JsonObject = {};
+  const bound: DescField[][] = [];
+
+  // 1. body
+  const body = binding.body === "" ? undefined : parseJsonBody(rawBody);
+  if (binding.body === "*") {
+    if (body !== undefined && body !== null) {
+      if (typeof body !== "object" || Array.isArray(body)) {
+        throw new InvalidArgumentError("invalid JSON body: expected a JSON object");
+      }
+      json = body;
+    }
+  } else if (binding.body !== "") {
+    const f = findField(schema, binding.body);
+    if (!f) throw new Error(`body field ${binding.body} not found in ${schema.typeName}`);
+    bound.push([f]);
+    if (body !== undefined && body !== null) json[f.name] = body;
+  }
+
+  // 2. path variables (override the body)
+  for (const v of binding.variables) {
+    const path = resolvePath(schema, v.fieldPath);
+    if (!path) throw new Error(`path variable ${v.fieldPath.join(".")} not found in ${schema.typeName}`);
+    bound.push(path);
+    const name = v.fieldPath.join(".");
+    setAt(json, path, [convertScalar(path[path.length - 1], variableValue(v, params), name)], name);
+  }
+
+  // 3. query parameters: every field not bound by body or path
+  if (binding.body !== "*" && rawQuery !== "") {
+    const grouped = new Map<string, string[]>();
+    for (const [k, val] of new URLSearchParams(rawQuery)) {
+      const list = grouped.get(k);
+      if (list) list.push(val);
+      else grouped.set(k, [val]);
+    }
+    for (const [name, values] of grouped) {
+      const path = resolvePath(schema, name.split("."));
+      if (!path) throw new InvalidArgumentError(`unknown query parameter "${name}"`);
+      if (bound.some((b) => b.every((f, i) => path[i] === f))) continue; // set by body or path, ignored
+      const leaf = path[path.length - 1];
+      if (leaf.fieldKind === "map") {
+        throw new InvalidArgumentError(`query parameter "${name}": map fields cannot be set from the query`);
+      }
+      if (leaf.fieldKind !== "list" && values.length > 1) {
+        throw new InvalidArgumentError(`query parameter "${name}": given more than once`);
+      }
+      setAt(
+        json,
+        path,
+        values.map((s) => convertScalar(leaf, s, name)),
+        name,
+      );
+    }
+  }
+
+  try {
+    return fromJson(schema, json, { ignoreUnknownFields: false, registry });
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
+  }
+}
+
+/**
+ * Sets the (list of) value(s) at a field path in the JSON object, reusing an existing key of the same field
+ * under either name and refusing a second member of a oneof.
+ */
+function setAt(json: JsonObject, path: DescField[], values: JsonValue[], name: string): void {
+  let obj = json;
+  for (const [i, f] of path.entries()) {
+    const existing = keyOf(obj, f);
+    const key = existing ?? f.name;
+    if (existing === undefined && f.oneof) {
+      const other = f.oneof.fields.find((m) => m !== f && keyOf(obj, m) !== undefined);
+      if (other) {
+        throw new InvalidArgumentError(
+          `${name}: only one of ${f.oneof.fields.map((m) => m.name).join(", ")} may be set`,
+        );
+      }
+    }
+    if (i < path.length - 1) {
+      const child = obj[key];
+      if (typeof child !== "object" || child === null || Array.isArray(child)) obj[key] = {};
+      obj = obj[key] as JsonObject;
+      continue;
+    }
+    if (f.fieldKind === "list") {
+      const prev = obj[key];
+      obj[key] = [...(Array.isArray(prev) ? prev : []), ...values];
+    } else {
+      obj[key] = values[0];
+    }
+  }
+}
+
+function keyOf(obj: JsonObject, f: DescField): string | undefined {
+  if (Object.hasOwn(obj, f.name)) return f.name;
+  if (Object.hasOwn(obj, f.jsonName)) return f.jsonName;
+  return undefined;
+}
+
+const wktStringTypes = new Set([
+  "google.protobuf.Timestamp",
+  "google.protobuf.Duration",
+  "google.protobuf.FieldMask",
+  "google.protobuf.StringValue",
+  "google.protobuf.BytesValue",
+  "google.protobuf.Int32Value",
+  "google.protobuf.UInt32Value",
+  "google.protobuf.Int64Value",
+  "google.protobuf.UInt64Value",
+  "google.protobuf.FloatValue",
+  "google.protobuf.DoubleValue",
+]);
+
+/** Converts a query / path string to the proto3 JSON value of a (repeated) scalar, enum or WKT field. */
+function convertScalar(f: DescField, s: string, name: string): JsonValue {
+  let kind: "scalar" | "enum" | "message";
+  let scalar: ScalarType | undefined;
+  let message: DescMessage | undefined;
+  switch (f.fieldKind) {
+    case "scalar":
+      kind = "scalar";
+      scalar = f.scalar;
+      break;
+    case "enum":
+      kind = "enum";
+      break;
+    case "message":
+      kind = "message";
+      message = f.message;
+      break;
+    case "list":
+      kind = f.listKind;
+      if (f.listKind === "scalar") scalar = f.scalar;
+      if (f.listKind === "message") message = f.message;
+      break;
+    default:
+      throw new InvalidArgumentError(`${name}: map fields cannot be set from the path or query`);
+  }
+  if (kind === "enum") return /^-?\d+$/.test(s) ? Number(s) : s;
+  if (kind === "message") {
+    const typeName = message?.typeName ?? "";
+    if (typeName === "google.protobuf.BoolValue") return parseBool(s, name);
+    if (wktStringTypes.has(typeName)) return s;
+    throw new InvalidArgumentError(`${name}: a message cannot be set from the path or query, set its fields`);
+  }
+  if (scalar === ScalarType.BOOL) return parseBool(s, name);
+  return s; // strings, bytes (base64) and numbers (proto3 JSON accepts numbers as strings)
+}
+
+function parseBool(s: string, name: string): boolean {
+  switch (s) {
+    case "true":
+    case "True":
+    case "TRUE":
+    case "t":
+    case "T":
+    case "1":
+      return true;
+    case "false":
+    case "False":
+    case "FALSE":
+    case "f":
+    case "F":
+    case "0":
+      return false;
+    default:
+      throw new InvalidArgumentError(`${name}: invalid boolean "${s}"`);
+  }
+}

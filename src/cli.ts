@@ -1,0 +1,146 @@
+import { parseArgs } from "node:util";
+import { type Config, ConfigError, externalOrigin, loadConfig, variables } from "./config.ts";
+import { EventStore } from "./eventstore/eventstore.ts";
+import { createPlatform, listen } from "./platform.ts";
+import { projections } from "./query/projections/index.ts";
+import { migrate } from "./storage/migrate.ts";
+import { openDatabase } from "./storage/open.ts";
+
+const usage = `Usage: platform <command> [--config FILE]
+
+Commands:
+  start                          migrate the database, bootstrap on first start, serve
+  migrate                        apply pending database migrations and exit
+  projections rebuild [NAME...]  rebuild read models from the events (all when no name is given)
+
+Options:
+  --config FILE   YAML file with the same keys as the environment variables (the environment wins)
+  -h, --help      show this help
+
+Environment:
+${variables.map((v) => `  ${v.name.padEnd(40)}${v.description}${v.default ? ` (default: ${v.default})` : ""}`).join("\n")}
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parseCli>;
+  try {
+    parsed = parseCli(argv);
+  } catch (error) {
+    process.stderr.write(`platform: ${(error as Error).message}\n${usage}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined || command === "help") {
+    process.stdout.write(usage);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+
+  let config: Config;
+  try {
+    config = loadConfig(process.env, values.config);
+  } catch (error) {
+    if (error instanceof ConfigError) return fail(error.message);
+    throw error;
+  }
+
+  try {
+    switch (command) {
+      case "start":
+        return await start(config);
+      case "migrate": {
+        const db = await openDatabase(config);
+        try {
+          const applied = await migrate(db);
+          process.stdout.write(
+            applied.length ? `applied migrations ${applied.join(", ")}\n` : "database is up to date\n",
+          );
+        } finally {
+          await db.close();
+        }
+        return 0;
+      }
+      case "projections": {
+        if (rest[0] !== "rebuild")
+          return fail(`unknown projections command "${rest[0] ?? ""}" (expected: rebuild)`);
+        const names = rest.length > 1 ? rest.slice(1) : projections.map((p) => p.name);
+        const unknown = names.filter((name) => !projections.some((p) => p.name === name));
+        if (unknown.length)
+          return fail(
+            `unknown projection ${unknown.join(", ")} (known: ${projections.map((p) => p.name).join(", ")})`,
+          );
+        const db = await openDatabase(config);
+        try {
+          await migrate(db);
+          const store = new EventStore(db, projections);
+          for (const name of names)
+            process.stdout.write(`${name}: replayed ${await store.rebuild(name)} events\n`);
+        } finally {
+          await db.close();
+        }
+        return 0;
+      }
+      default:
+        return fail(`unknown command "${command}"; see platform --help`);
+    }
+  } catch (error) {
+    return fail((error as Error).message.split("\n")[0]);
+  }
+}
+
+async function start(config: Config): Promise<number> {
+  const platform = await createPlatform(config);
+  let port: number;
+  try {
+    port = await listen(platform);
+  } catch (error) {
+    await platform.close();
+    throw error;
+  }
+  const origin = externalOrigin({
+    ...config,
+    externalPort: config.externalPort === config.port ? port : config.externalPort,
+  });
+  const lines = [
+    `Platform is running at ${origin}`,
+    `  database: ${config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded, in ${config.dataDir}`}`,
+  ];
+  const first = platform.bootstrapResult;
+  if (first) {
+    lines.push(`  first start: created instance ${first.instanceId} for ${config.externalDomain}`);
+    lines.push(`  log in as "${first.adminUsername}"`);
+    if (first.generatedPassword)
+      lines.push(`  password: ${first.generatedPassword}   (generated; shown only this once)`);
+    else lines.push("  password: the one in PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD");
+    if (first.patPath) lines.push(`  personal access token of admin-client written to ${first.patPath}`);
+  } else {
+    lines.push(`  log in as "${config.firstInstance.adminUsername}" with the password set on first start`);
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
+
+  await new Promise<void>((resolve) => {
+    const shutdown = (signal: string) => {
+      platform.app.log.info({ signal }, "shutting down");
+      platform.close().then(resolve, (error) => {
+        platform.app.log.error({ err: error }, "shutdown failed");
+        resolve();
+      });
+    };
+    process.once("SIGTERM", () => shutdown("SIGTERM"));
+    process.once("SIGINT", () => shutdown("SIGINT"));
+  });
+  return 0;
+}
+
+function parseCli(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { config: { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+}
+
+function fail(message: string): number {
+  process.stderr.write(`platform: ${message}\n`);
+  return 1;
+}

@@ -1,0 +1,242 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import YAML from "yaml";
+
+/** Every setting of contract.md §2, validated once at start-up. */
+export interface Config {
+  port: number;
+  externalDomain: string;
+  externalPort: number;
+  externalSecure: boolean;
+  databaseUrl?: string;
+  dataDir: string;
+  firstInstance: {
+    orgName: string;
+    adminUsername: string;
+    /** undefined: a password is generated and printed once. */
+    adminPassword?: string;
+    patPath?: string;
+  };
+  /** System API users: id → PEM public key. */
+  systemApiUsers: Record<string, string>;
+  logLevel: string;
+  trustProxy: boolean;
+  /** Largest `limit` a search accepts (ListQuery). */
+  maxSearchLimit: number;
+  /** Failed password checks after which a user is locked; 0 = never. */
+  maxPasswordAttempts: number;
+}
+
+/** A bad configuration value: one clear line naming the variable. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+    this.name = "ConfigError";
+  }
+}
+
+interface VariableSpec {
+  name: string;
+  default?: string;
+  description: string;
+}
+
+/** The table README.md documents; kept here so `platform --help` and the docs cannot drift apart. */
+export const variables: VariableSpec[] = [
+  { name: "PLATFORM_PORT", default: "8080", description: "listening port (HTTP/1.1 and h2c)" },
+  {
+    name: "PLATFORM_EXTERNAL_DOMAIN",
+    default: "localhost",
+    description: "first instance's domain; issuer host",
+  },
+  {
+    name: "PLATFORM_EXTERNAL_PORT",
+    default: "= PLATFORM_PORT",
+    description: "port in external URLs (omitted when 80/443)",
+  },
+  { name: "PLATFORM_EXTERNAL_SECURE", default: "false", description: "https in external URLs" },
+  { name: "DATABASE_URL", description: "PostgreSQL URL; unset: embedded database in PLATFORM_DATA_DIR" },
+  { name: "PLATFORM_DATA_DIR", default: "./.data", description: "embedded database directory" },
+  { name: "PLATFORM_FIRSTINSTANCE_ORG_NAME", default: "Platform", description: "first organization" },
+  { name: "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME", default: "admin", description: "first human IAM_OWNER" },
+  {
+    name: "PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD",
+    default: "generated",
+    description: "printed once on first start when generated",
+  },
+  {
+    name: "PLATFORM_FIRSTINSTANCE_PAT_PATH",
+    description: "machine user admin-client with IAM_OWNER; its PAT is written here (0600)",
+  },
+  { name: "PLATFORM_SYSTEM_API_USERS", description: 'JSON {"<id>": "<PEM public key>"}: system API users' },
+  { name: "PLATFORM_LOG_LEVEL", default: "info", description: "pino log level" },
+  { name: "PLATFORM_TRUST_PROXY", default: "false", description: "honour X-Forwarded-Host / -Proto" },
+  { name: "PLATFORM_MAX_SEARCH_LIMIT", default: "1000", description: "largest search `limit` accepted" },
+  {
+    name: "PLATFORM_MAX_PASSWORD_ATTEMPTS",
+    default: "10",
+    description: "failed password checks before lockout; 0 = off",
+  },
+];
+
+const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+type Source = Record<string, string | undefined>;
+
+/**
+ * Reads the environment, over an optional YAML file whose keys are the same variable names
+ * (environment wins). Throws ConfigError on the first bad value.
+ */
+export function loadConfig(env: Source = process.env, configFile?: string): Config {
+  const source: Source = { ...(configFile ? readConfigFile(configFile) : {}), ...env };
+  const str = (name: string, fallback?: string): string | undefined => {
+    const value = source[name];
+    return value === undefined || value === "" ? fallback : value;
+  };
+
+  const port = parsePort("PLATFORM_PORT", str("PLATFORM_PORT", "8080")!);
+  const externalDomain = str("PLATFORM_EXTERNAL_DOMAIN", "localhost")!.toLowerCase();
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(externalDomain)) {
+    throw new ConfigError("PLATFORM_EXTERNAL_DOMAIN", `"${externalDomain}" is not a domain name`);
+  }
+  const externalPortRaw = str("PLATFORM_EXTERNAL_PORT");
+  const externalPort =
+    externalPortRaw === undefined ? port : parsePort("PLATFORM_EXTERNAL_PORT", externalPortRaw);
+
+  const databaseUrl = str("DATABASE_URL");
+  if (databaseUrl !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(databaseUrl);
+    } catch {
+      throw new ConfigError("DATABASE_URL", "is not a URL (expected postgres://user@host:port/database)");
+    }
+    if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+      throw new ConfigError(
+        "DATABASE_URL",
+        `scheme must be postgres:// or postgresql://, not ${url.protocol}//`,
+      );
+    }
+  }
+
+  const logLevel = str("PLATFORM_LOG_LEVEL", "info")!;
+  if (!logLevels.includes(logLevel)) {
+    throw new ConfigError("PLATFORM_LOG_LEVEL", `must be one of ${logLevels.join(", ")}`);
+  }
+
+  const adminUsername = str("PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME", "admin")!;
+  if (!/^[A-Za-z0-9._@-]{1,200}$/.test(adminUsername)) {
+    throw new ConfigError(
+      "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME",
+      "must be 1-200 letters, digits or . _ @ -",
+    );
+  }
+  const adminPassword = str("PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD");
+  if (adminPassword !== undefined && adminPassword.length < 8) {
+    throw new ConfigError("PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD", "must be at least 8 characters");
+  }
+  const orgName = str("PLATFORM_FIRSTINSTANCE_ORG_NAME", "Platform")!;
+  if (orgName.trim().length === 0 || orgName.length > 200) {
+    throw new ConfigError("PLATFORM_FIRSTINSTANCE_ORG_NAME", "must be 1-200 characters");
+  }
+
+  return {
+    port,
+    externalDomain,
+    externalPort,
+    externalSecure: parseBool("PLATFORM_EXTERNAL_SECURE", str("PLATFORM_EXTERNAL_SECURE", "false")!),
+    databaseUrl,
+    dataDir: path.resolve(str("PLATFORM_DATA_DIR", "./.data")!),
+    firstInstance: {
+      orgName,
+      adminUsername,
+      adminPassword,
+      patPath: str("PLATFORM_FIRSTINSTANCE_PAT_PATH"),
+    },
+    systemApiUsers: parseSystemUsers(str("PLATFORM_SYSTEM_API_USERS")),
+    logLevel,
+    trustProxy: parseBool("PLATFORM_TRUST_PROXY", str("PLATFORM_TRUST_PROXY", "false")!),
+    maxSearchLimit: parseInteger(
+      "PLATFORM_MAX_SEARCH_LIMIT",
+      str("PLATFORM_MAX_SEARCH_LIMIT", "1000")!,
+      1,
+      1_000_000,
+    ),
+    maxPasswordAttempts: parseInteger(
+      "PLATFORM_MAX_PASSWORD_ATTEMPTS",
+      str("PLATFORM_MAX_PASSWORD_ATTEMPTS", "10")!,
+      0,
+      1000,
+    ),
+  };
+}
+
+/** The address clients use: scheme, host and the port unless it is the scheme's default. */
+export function externalOrigin(config: Config, domain = config.externalDomain): string {
+  const scheme = config.externalSecure ? "https" : "http";
+  const port = config.externalPort === 80 || config.externalPort === 443 ? "" : `:${config.externalPort}`;
+  return `${scheme}://${domain}${port}`;
+}
+
+function readConfigFile(file: string): Source {
+  let parsed: unknown;
+  try {
+    parsed = YAML.parse(readFileSync(file, "utf8"));
+  } catch (error) {
+    throw new ConfigError("--config", `cannot read ${file}: ${(error as Error).message.split("\n")[0]}`);
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new ConfigError("--config", `${file} must be a mapping of variable names to values`);
+  }
+  const known = new Set(variables.map((v) => v.name));
+  const out: Source = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (!known.has(key)) throw new ConfigError("--config", `unknown key ${key} in ${file}`);
+    out[key] = typeof value === "object" ? JSON.stringify(value) : String(value);
+  }
+  return out;
+}
+
+function parseInteger(name: string, raw: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `"${raw}" is not a whole number`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `${value} is outside ${min}..${max}`);
+  return value;
+}
+
+function parsePort(name: string, raw: string): number {
+  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
+    throw new ConfigError(name, `"${raw}" is not a port number (0-65535)`);
+  }
+  return Number(raw);
+}
+
+function parseBool(name: string, raw: string): boolean {
+  const lower = raw.toLowerCase();
+  if (["true", "1", "yes"].includes(lower)) return true;
+  if (["false", "0", "no"].includes(lower)) return false;
+  throw new ConfigError(name, `"${raw}" is not a boolean (true or false)`);
+}
+
+function parseSystemUsers(raw: string | undefined): Record<string, string> {
+  if (raw === undefined) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError("PLATFORM_SYSTEM_API_USERS", 'is not JSON (expected {"<id>": "<PEM public key>"})');
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError("PLATFORM_SYSTEM_API_USERS", 'must be a JSON object {"<id>": "<PEM public key>"}');
+  }
+  for (const [id, key] of Object.entries(parsed)) {
+    if (typeof key !== "string" || !key.includes("-----BEGIN PUBLIC KEY-----")) {
+      throw new ConfigError("PLATFORM_SYSTEM_API_USERS", `key of "${id}" is not a PEM public key`);
+    }
+  }
+  return parsed as Record<string, string>;
+}

@@ -1,0 +1,108 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { AlreadyExistsError } from "../errors.ts";
+import { newId } from "../id.ts";
+import type { NewEvent } from "./types.ts";
+
+describe("event store", () => {
+  let platform: TestPlatform;
+  let instanceId: string;
+  before(async () => {
+    platform = await startPlatform();
+    instanceId = platform.bootstrapResult!.instanceId;
+  });
+  after(() => platform.stop());
+
+  const countEvents = async () =>
+    Number((await platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM events"))[0].n);
+
+  it("20 parallel writers to one aggregate: no duplicate sequence, no lost event", async () => {
+    const aggregateId = newId();
+    const ctx = { instanceId, creator: "test" };
+    const writers = Array.from({ length: 20 }, (_, i) =>
+      platform.eventStore.push(ctx, async (tx) => {
+        const current = await tx.load("counter", aggregateId);
+        return [
+          {
+            aggregateType: "counter",
+            aggregateId,
+            resourceOwner: instanceId,
+            type: "counter.incremented",
+            payload: { writer: i, seen: current.length },
+          },
+        ];
+      }),
+    );
+    const results = await Promise.all(writers);
+    assert.equal(results.flat().length, 20);
+    const events = await platform.eventStore.aggregateEvents(instanceId, "counter", aggregateId);
+    assert.deepEqual(
+      events.map((e) => e.sequence),
+      Array.from({ length: 20 }, (_, i) => i + 1),
+    );
+    assert.deepEqual(new Set(events.map((e) => e.payload!.writer)).size, 20);
+    // Each writer saw exactly the events before its own: the optimistic lock re-ran the losers.
+    assert.deepEqual(
+      events.map((e) => e.payload!.seen),
+      Array.from({ length: 20 }, (_, i) => i),
+    );
+  });
+
+  it("a unique-constraint violation rolls back the events and the projection rows", async () => {
+    const orgId = platform.bootstrapResult!.orgId;
+    const userEvent = (username: string): NewEvent => ({
+      aggregateType: "user",
+      aggregateId: newId(),
+      resourceOwner: orgId,
+      type: "user.machine.added",
+      payload: { username, name: username, access_token_type: 0 },
+      uniqueConstraints: [
+        { action: "add", type: "username", field: username, ignoreCase: true, message: "taken" },
+      ],
+    });
+    await platform.eventStore.push({ instanceId, creator: "test" }, async () => [userEvent("robot")]);
+    const eventsBefore = await countEvents();
+    const usersBefore = await platform.db.query("SELECT id FROM users ORDER BY id");
+
+    // One push: a fresh user (would be projected) and a case-variant of a taken username.
+    await assert.rejects(
+      platform.eventStore.push({ instanceId, creator: "test" }, async () => [
+        userEvent("fresh"),
+        userEvent("ROBOT"),
+      ]),
+      (error) => error instanceof AlreadyExistsError && error.message === "taken",
+    );
+    assert.equal(await countEvents(), eventsBefore);
+    assert.deepEqual(await platform.db.query("SELECT id FROM users ORDER BY id"), usersBefore);
+    const claimed = await platform.db.query("SELECT 1 FROM unique_constraints WHERE unique_field = 'fresh'");
+    assert.equal(claimed.length, 0);
+  });
+
+  it("rebuilding a projection gives identical read-model rows", async () => {
+    const snapshot = async () => ({
+      users: await platform.db.query("SELECT * FROM users ORDER BY instance_id, id"),
+      pats: await platform.db.query("SELECT * FROM personal_access_tokens ORDER BY id"),
+      orgs: await platform.db.query("SELECT * FROM orgs ORDER BY id"),
+      domains: await platform.db.query("SELECT * FROM org_domains ORDER BY domain"),
+      instances: await platform.db.query("SELECT * FROM instances ORDER BY id"),
+      instanceDomains: await platform.db.query("SELECT * FROM instance_domains ORDER BY domain"),
+      memberships: await platform.db.query("SELECT * FROM memberships ORDER BY id"),
+      projects: await platform.db.query("SELECT * FROM projects ORDER BY id"),
+    });
+    const before = await snapshot();
+    assert.ok(before.users.length >= 2);
+    for (const projection of platform.eventStore.projections) {
+      const replayed = await platform.eventStore.rebuild(projection.name);
+      assert.ok(replayed > 0, `${projection.name} replayed events`);
+    }
+    assert.deepEqual(await snapshot(), before);
+  });
+
+  it("a command that returns no events appends nothing", async () => {
+    const before = await countEvents();
+    const stored = await platform.eventStore.push({ instanceId, creator: "test" }, async () => []);
+    assert.deepEqual(stored, []);
+    assert.equal(await countEvents(), before);
+  });
+});

@@ -1,0 +1,287 @@
+import { AbortedError, AlreadyExistsError } from "../errors.ts";
+import {
+  type Database,
+  type Queryable,
+  sqlState,
+  UNIQUE_VIOLATION,
+  violatedConstraint,
+} from "../storage/database.ts";
+import type {
+  CommandTx,
+  NewEvent,
+  Projection,
+  PushContext,
+  StoredEvent,
+  UniqueConstraintAction,
+} from "./types.ts";
+
+/** How often a command runs again after losing an optimistic-concurrency race before it gives up. */
+const MAX_ATTEMPTS = 25;
+const SYSTEM_SCOPE = "";
+
+interface EventRow {
+  instance_id: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  sequence: number;
+  event_type: string;
+  payload: Record<string, unknown> | null;
+  creator: string;
+  resource_owner: string;
+  created_at: Date;
+  position: number;
+  [key: string]: unknown;
+}
+
+const COLUMNS =
+  "instance_id, aggregate_type, aggregate_id, sequence, event_type, payload, creator, resource_owner, created_at, position";
+
+export function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    instanceId: row.instance_id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    sequence: Number(row.sequence),
+    type: row.event_type,
+    payload: row.payload,
+    creator: row.creator,
+    resourceOwner: row.resource_owner,
+    createdAt: row.created_at instanceof Date ? row.created_at : new Date(row.created_at),
+    position: Number(row.position),
+  };
+}
+
+export type CommittedListener = (events: StoredEvent[]) => void;
+
+class SequenceConflict extends Error {}
+
+/**
+ * Appends events with a per-aggregate sequence as optimistic lock, checks unique constraints and runs
+ * the inline projections, all in one transaction.
+ */
+export class EventStore {
+  private readonly handlers = new Map<string, Array<Projection["handlers"][string]>>();
+  private readonly listeners: CommittedListener[] = [];
+
+  constructor(
+    readonly db: Database,
+    readonly projections: Projection[],
+  ) {
+    for (const projection of projections) {
+      for (const [eventType, handler] of Object.entries(projection.handlers)) {
+        const list = this.handlers.get(eventType) ?? [];
+        list.push(handler);
+        this.handlers.set(eventType, list);
+      }
+    }
+  }
+
+  /** Called after every commit (cache invalidation, execution queue). Must not throw. */
+  onCommitted(listener: CommittedListener): void {
+    this.listeners.push(listener);
+  }
+
+  /**
+   * Runs `command` in a transaction and appends the events it returns. When another writer appended to
+   * an aggregate the command loaded (or to the same new aggregate) first, the transaction rolls back
+   * and the command runs again on fresh state; after MAX_ATTEMPTS it fails with ABORTED.
+   */
+  async push(ctx: PushContext, command: (tx: CommandTx) => Promise<NewEvent[]>): Promise<StoredEvent[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const stored = await this.db.transaction(async (tx) => {
+          const loaded = new Map<string, number>();
+          const commandTx: CommandTx = {
+            query: (sql, params) => tx.query(sql, params),
+            exec: (sql) => tx.exec(sql),
+            load: async (aggregateType, aggregateId, instanceId = ctx.instanceId) => {
+              const events = await this.readAggregate(tx, instanceId, aggregateType, aggregateId);
+              loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), events.at(-1)?.sequence ?? 0);
+              return events;
+            },
+          };
+          const events = await command(commandTx);
+          if (events.length === 0) return [];
+          return this.append(tx, ctx, events, loaded);
+        });
+        if (stored.length > 0) for (const listener of this.listeners) listener(stored);
+        return stored;
+      } catch (error) {
+        if (!(error instanceof SequenceConflict)) throw error;
+        if (attempt >= MAX_ATTEMPTS) {
+          throw new AbortedError("the resource was changed concurrently too often; try again");
+        }
+        await sleep(Math.random() * Math.min(50, 2 ** attempt));
+      }
+    }
+  }
+
+  private async append(
+    tx: Queryable,
+    ctx: PushContext,
+    events: NewEvent[],
+    loaded: Map<string, number>,
+  ): Promise<StoredEvent[]> {
+    const next = new Map<string, number>();
+    const values: unknown[] = [];
+    const rows: string[] = [];
+    for (const event of events) {
+      const instanceId = event.instanceId ?? ctx.instanceId;
+      const key = aggregateKey(instanceId, event.aggregateType, event.aggregateId);
+      let sequence = next.get(key) ?? loaded.get(key);
+      if (sequence === undefined) {
+        const current = await tx.query<{ sequence: number | null }>(
+          "SELECT max(sequence) AS sequence FROM events WHERE instance_id = $1 AND aggregate_type = $2 AND aggregate_id = $3",
+          [instanceId, event.aggregateType, event.aggregateId],
+        );
+        sequence = Number(current[0]?.sequence ?? 0);
+      }
+      sequence += 1;
+      next.set(key, sequence);
+      const base = values.length;
+      values.push(
+        instanceId,
+        event.aggregateType,
+        event.aggregateId,
+        sequence,
+        event.type,
+        event.payload === undefined || event.payload === null ? null : JSON.stringify(event.payload),
+        ctx.creator,
+        event.resourceOwner,
+      );
+      rows.push(`(${Array.from({ length: 8 }, (_, i) => `$${base + i + 1}`).join(", ")}, now())`);
+    }
+
+    let inserted: EventRow[];
+    try {
+      inserted = await tx.query<EventRow>(
+        `INSERT INTO events (instance_id, aggregate_type, aggregate_id, sequence, event_type, payload, creator, resource_owner, created_at)
+         VALUES ${rows.join(", ")} RETURNING ${COLUMNS}`,
+        values,
+      );
+    } catch (error) {
+      if (sqlState(error) === UNIQUE_VIOLATION && violatedConstraint(error) === "events_pkey") {
+        throw new SequenceConflict();
+      }
+      throw error;
+    }
+    const stored = inserted.map(toStoredEvent).sort((a, b) => a.position - b.position);
+
+    for (let i = 0; i < events.length; i++) {
+      for (const constraint of events[i].uniqueConstraints ?? []) {
+        await applyUniqueConstraint(tx, stored[i].instanceId, constraint);
+      }
+    }
+    for (const event of stored) {
+      for (const handler of this.handlers.get(event.type) ?? []) await handler(tx, event);
+    }
+    return stored;
+  }
+
+  private async readAggregate(
+    tx: Queryable,
+    instanceId: string,
+    aggregateType: string,
+    aggregateId: string,
+  ): Promise<StoredEvent[]> {
+    const rows = await tx.query<EventRow>(
+      `SELECT ${COLUMNS} FROM events WHERE instance_id = $1 AND aggregate_type = $2 AND aggregate_id = $3 ORDER BY sequence`,
+      [instanceId, aggregateType, aggregateId],
+    );
+    return rows.map(toStoredEvent);
+  }
+
+  /** The events of one aggregate, oldest first, outside any command. */
+  async aggregateEvents(
+    instanceId: string,
+    aggregateType: string,
+    aggregateId: string,
+  ): Promise<StoredEvent[]> {
+    return this.readAggregate(this.db, instanceId, aggregateType, aggregateId);
+  }
+
+  /** Events after `afterPosition` in global order, optionally of some aggregate types. */
+  async eventsAfter(
+    afterPosition: number,
+    options: { aggregateTypes?: string[]; limit?: number; instanceId?: string } = {},
+    queryable: Queryable = this.db,
+  ): Promise<StoredEvent[]> {
+    const params: unknown[] = [afterPosition];
+    let where = "position > $1";
+    if (options.aggregateTypes) {
+      params.push(options.aggregateTypes);
+      where += ` AND aggregate_type = ANY($${params.length})`;
+    }
+    if (options.instanceId !== undefined) {
+      params.push(options.instanceId);
+      where += ` AND instance_id = $${params.length}`;
+    }
+    params.push(options.limit ?? 1000);
+    const rows = await queryable.query<EventRow>(
+      `SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY position LIMIT $${params.length}`,
+      params,
+    );
+    return rows.map(toStoredEvent);
+  }
+
+  /**
+   * Empties a projection's tables and replays every event it handles, in one transaction: readers see
+   * the old rows until the new ones are complete.
+   */
+  async rebuild(name: string): Promise<number> {
+    const projection = this.projections.find((p) => p.name === name);
+    if (!projection) throw new Error(`unknown projection ${name}`);
+    return this.db.transaction(async (tx) => {
+      for (const table of projection.tables) await tx.query(`DELETE FROM ${table}`);
+      let position = 0;
+      let replayed = 0;
+      for (;;) {
+        const batch = await this.eventsAfter(
+          position,
+          { aggregateTypes: projection.aggregateTypes, limit: 1000 },
+          tx,
+        );
+        if (batch.length === 0) return replayed;
+        for (const event of batch) {
+          const handler = projection.handlers[event.type];
+          if (handler) {
+            await handler(tx, event);
+            replayed++;
+          }
+        }
+        position = batch.at(-1)!.position;
+      }
+    });
+  }
+}
+
+async function applyUniqueConstraint(tx: Queryable, instanceId: string, constraint: UniqueConstraintAction) {
+  if (constraint.action === "remove_instance") {
+    await tx.query("DELETE FROM unique_constraints WHERE instance_id = $1", [instanceId]);
+    return;
+  }
+  const scope = constraint.scope === "system" ? SYSTEM_SCOPE : instanceId;
+  const field = constraint.ignoreCase ? constraint.field.toLowerCase() : constraint.field;
+  if (constraint.action === "remove") {
+    await tx.query(
+      "DELETE FROM unique_constraints WHERE instance_id = $1 AND unique_type = $2 AND unique_field = $3",
+      [scope, constraint.type, field],
+    );
+    return;
+  }
+  // ON CONFLICT keeps the transaction usable on PostgreSQL; no row back means the value is taken.
+  const rows = await tx.query(
+    `INSERT INTO unique_constraints (instance_id, unique_type, unique_field) VALUES ($1, $2, $3)
+     ON CONFLICT DO NOTHING RETURNING unique_field`,
+    [scope, constraint.type, field],
+  );
+  if (rows.length === 0) throw new AlreadyExistsError(constraint.message);
+}
+
+function aggregateKey(instanceId: string, aggregateType: string, aggregateId: string): string {
+  return `${instanceId}\u0000${aggregateType}\u0000${aggregateId}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,72 @@
+import type { FastifyInstance } from "fastify";
+import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
+import type { Config } from "./config.ts";
+import { INSTANCE } from "./domain/instance/events.ts";
+import { EventStore } from "./eventstore/eventstore.ts";
+import { InstanceDirectory } from "./query/instances.ts";
+import { projections } from "./query/projections/index.ts";
+import { buildServer } from "./server/server.ts";
+import type { Database } from "./storage/database.ts";
+import { migrate } from "./storage/migrate.ts";
+import { openDatabase } from "./storage/open.ts";
+
+/** Everything a running Platform process holds; built once by `createPlatform`. */
+export interface Platform {
+  config: Config;
+  db: Database;
+  eventStore: EventStore;
+  instances: InstanceDirectory;
+  app: FastifyInstance;
+  bootstrapResult?: BootstrapResult;
+  /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Opens the database, migrates, bootstraps on first start and builds the server (not yet listening). */
+export async function createPlatform(config: Config, options: { db?: Database } = {}): Promise<Platform> {
+  const db = options.db ?? (await openDatabase(config));
+  try {
+    await migrate(db);
+    const eventStore = new EventStore(db, projections);
+    const instances = new InstanceDirectory(db);
+    eventStore.onCommitted((events) => {
+      for (const event of events)
+        if (event.aggregateType === INSTANCE) instances.invalidate(event.aggregateId);
+    });
+    const bootstrapResult = await bootstrap(eventStore, config);
+    const app = buildServer({ config, db, instances });
+    await app.ready();
+
+    let closing: Promise<void> | undefined;
+    const close = () => {
+      closing ??= (async () => {
+        try {
+          await app.close();
+        } finally {
+          await db.close();
+        }
+      })();
+      return closing;
+    };
+    return { config, db, eventStore, instances, app, bootstrapResult, close };
+  } catch (error) {
+    await db.close().catch(() => {});
+    throw error;
+  }
+}
+
+/** Listens on PLATFORM_PORT (all interfaces, IPv4 and IPv6); returns the bound port. */
+export async function listen(platform: Platform): Promise<number> {
+  try {
+    await platform.app.listen({ port: platform.config.port, host: "::" });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE")
+      throw new Error(`PLATFORM_PORT: port ${platform.config.port} is already in use`);
+    if (code === "EACCES")
+      throw new Error(`PLATFORM_PORT: not allowed to listen on port ${platform.config.port}`);
+    throw error;
+  }
+  const address = platform.app.server.address();
+  return typeof address === "object" && address ? address.port : platform.config.port;
+}

@@ -1,0 +1,15 @@
+import type { Projection } from "../../eventstore/types.ts";
+import { instancesProjection } from "./instances.ts";
+import { membershipsProjection } from "./memberships.ts";
+import { orgsProjection } from "./orgs.ts";
+import { projectsProjection } from "./projects.ts";
+import { usersProjection } from "./users.ts";
+
+/** Every inline projection; the event store runs them in the transaction of each append. */
+export const projections: Projection[] = [
+  instancesProjection,
+  orgsProjection,
+  projectsProjection,
+  usersProjection,
+  membershipsProjection,
+];

@@ -1,0 +1,33 @@
+/**
+ * The one storage interface. Both implementations speak the same PostgreSQL dialect, so every query,
+ * migration and test runs unchanged on the embedded PGlite and on a PostgreSQL server.
+ */
+export type Row = Record<string, unknown>;
+
+export interface Queryable {
+  /** Runs one statement with `$1`-style parameters and returns its rows. */
+  query<T extends Row = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Database extends Queryable {
+  readonly kind: "pglite" | "postgres";
+  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL SQLSTATE of an error from either driver, if it has one. */
+export function sqlState(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+/** The constraint a unique violation (23505) hit. */
+export function violatedConstraint(error: unknown): string | undefined {
+  const constraint = (error as { constraint?: unknown } | null)?.constraint;
+  return typeof constraint === "string" ? constraint : undefined;
+}
+
+export const UNIQUE_VIOLATION = "23505";

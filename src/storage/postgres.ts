@@ -1,0 +1,76 @@
+import pg from "pg";
+import type { Database, Queryable, Row } from "./database.ts";
+
+// int8 and numeric as JS numbers, like PGlite: positions and counts stay far below 2^53.
+pg.types.setTypeParser(20, (value) => Number(value));
+pg.types.setTypeParser(1700, (value) => Number(value));
+
+/** A PostgreSQL server through a connection pool: the production and scale-out backend. */
+export class PostgresDatabase implements Database {
+  readonly kind = "postgres" as const;
+  readonly pool: pg.Pool;
+
+  constructor(url: string, options: { max?: number } = {}) {
+    this.pool = new pg.Pool({ connectionString: url, max: options.max ?? 20, connectionTimeoutMillis: 5000 });
+    // An idle client's error (server restart) must not crash the process; the next query reconnects.
+    this.pool.on("error", () => {});
+  }
+
+  async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    const result = await this.pool.query(sql, params as unknown[]);
+    return result.rows as T[];
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.pool.query(sql);
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const tx: Queryable = {
+        query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
+          (await client.query(sql, params as unknown[])).rows as R[],
+        exec: async (sql: string) => {
+          await client.query(sql);
+        },
+      };
+      const result = await fn(tx);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** Fails fast with a clear message when the server cannot be reached. */
+export async function connectPostgres(url: string): Promise<PostgresDatabase> {
+  const db = new PostgresDatabase(url);
+  try {
+    await db.query("SELECT 1");
+  } catch (error) {
+    await db.close().catch(() => {});
+    const reason = (error as Error).message || (error as { code?: string }).code || String(error);
+    throw new Error(`DATABASE_URL: cannot connect to PostgreSQL at ${redactUrl(url)}: ${reason}`);
+  }
+  return db;
+}
+
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparsable URL)";
+  }
+}
