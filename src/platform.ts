@@ -1,11 +1,18 @@
 import type { FastifyInstance } from "fastify";
+import { registerApi } from "./api/register.ts";
+import { Authenticator } from "./auth/authenticate.ts";
+import { Authorizer } from "./auth/authorize.ts";
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
 import type { Config } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
+import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
 import { buildServer } from "./server/server.ts";
+import { authenticationInterceptor } from "./services/call.ts";
+import type { ServiceDeps } from "./services/deps.ts";
+import { apiServices } from "./services/index.ts";
 import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
@@ -16,6 +23,8 @@ export interface Platform {
   db: Database;
   eventStore: EventStore;
   instances: InstanceDirectory;
+  /** What the RPC implementations use (also handy in tests). */
+  deps: ServiceDeps;
   app: FastifyInstance;
   bootstrapResult?: BootstrapResult;
   /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
@@ -34,7 +43,17 @@ export async function createPlatform(config: Config, options: { db?: Database } 
         if (event.aggregateType === INSTANCE) instances.invalidate(event.aggregateId);
     });
     const bootstrapResult = await bootstrap(eventStore, config);
+    const deps: ServiceDeps = {
+      config,
+      db,
+      eventStore,
+      instances,
+      authenticator: new Authenticator(db, config),
+      authorizer: new Authorizer(db, eventStore),
+      features: new FeatureGate(db, eventStore),
+    };
     const app = buildServer({ config, db, instances });
+    registerApi(app, apiServices(deps), { interceptors: [authenticationInterceptor(deps)] });
     await app.ready();
 
     let closing: Promise<void> | undefined;
@@ -48,7 +67,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, app, bootstrapResult, close };
+    return { config, db, eventStore, instances, deps, app, bootstrapResult, close };
   } catch (error) {
     await db.close().catch(() => {});
     throw error;

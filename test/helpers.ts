@@ -85,3 +85,88 @@ export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   delete env.DATABASE_URL;
   return { ...env, ...extra };
 }
+
+/** A machine user with a PAT, optionally holding roles in a context: returns its ID and bearer token. */
+export async function addMachineUser(
+  platform: Platform,
+  options: {
+    username: string;
+    instanceId?: string;
+    orgId?: string;
+    membership?: { contextType: "instance" | "org"; contextId?: string; roles: string[] };
+  },
+): Promise<{ userId: string; token: string }> {
+  const { addMachineEvent, addPatEvent } = await import("../src/domain/user/commands.ts");
+  const { addMembershipEvent } = await import("../src/domain/membership/commands.ts");
+  const { ContextType } = await import("../src/domain/membership/events.ts");
+  const { newId } = await import("../src/id.ts");
+  const { randomToken, sha256 } = await import("../src/crypto/tokens.ts");
+  const instanceId = options.instanceId ?? platform.bootstrapResult!.instanceId;
+  const orgId = options.orgId ?? platform.bootstrapResult!.orgId;
+  const userId = newId();
+  const token = randomToken();
+  const events = [
+    addMachineEvent(userId, orgId, {
+      username: options.username,
+      name: options.username,
+      access_token_type: 0,
+    }),
+    addPatEvent(userId, orgId, { pat_id: newId(), token_hash: sha256(token) }),
+  ];
+  if (options.membership) {
+    const type = options.membership.contextType === "instance" ? ContextType.instance : ContextType.org;
+    const contextId = options.membership.contextId ?? (type === ContextType.instance ? instanceId : orgId);
+    events.push(
+      addMembershipEvent(newId(), type === ContextType.instance ? instanceId : contextId, {
+        context_type: type,
+        context_id: contextId,
+        user_id: userId,
+        roles: options.membership.roles,
+      }),
+    );
+  }
+  await platform.eventStore.push({ instanceId, creator: "test" }, async () => events);
+  return { userId, token };
+}
+
+/** Number of events in the store (to prove a failed call stored nothing). */
+export async function eventCount(platform: Platform): Promise<number> {
+  const rows = await platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM events");
+  return Number(rows[0].n);
+}
+
+/** A further organization in the first instance. */
+export async function addOrg(platform: Platform, name: string): Promise<string> {
+  const { addOrgEvents } = await import("../src/domain/org/commands.ts");
+  const { newId } = await import("../src/id.ts");
+  const orgId = newId();
+  const instanceId = platform.bootstrapResult!.instanceId;
+  await platform.eventStore.push({ instanceId, creator: "test" }, async () =>
+    addOrgEvents(orgId, name, platform.config.externalDomain),
+  );
+  return orgId;
+}
+
+/** An HTTP/1.1 request with full control of the headers (fetch may not set Host). */
+export async function rawRequest(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+  const http = await import("node:http");
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      url,
+      { method: options.method ?? "GET", headers: options.headers },
+      (response) => {
+        let body = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk) => (body += chunk));
+        response.on("end", () =>
+          resolve({ status: response.statusCode ?? 0, headers: response.headers, body }),
+        );
+      },
+    );
+    request.on("error", reject);
+    request.end(options.body);
+  });
+}

@@ -75,6 +75,22 @@ describe("registerApi: one implementation, every protocol", () => {
     });
     const restGet = await rest("GET", "/settings/v3alpha/languages?ctx.orgId=o-rest");
     assert.equal(restGet.status, 200);
+    // implicit defaults are emitted: the system owner has the empty ID
+    assert.deepEqual(restGet.json, {
+      details: {
+        sequence: "1",
+        change_date: "2024-05-06T07:08:09.123Z",
+        owner: { type: "OWNER_TYPE_ORG", id: "o-rest" },
+      },
+      settings: {
+        default_language: { value: "de" },
+        restricted_languages: { value: [{ key: "de" }, { key: "fr" }] },
+        supported_languages: {
+          value: [{ key: "de" }, { key: "en" }, { key: "fr" }],
+          owner: { type: "OWNER_TYPE_SYSTEM", id: "" },
+        },
+      },
+    });
 
     for (const [name, transport] of Object.entries(transports())) {
       const client = createClient(PlatformLanguageSettings, transport);
@@ -87,7 +103,10 @@ describe("registerApi: one implementation, every protocol", () => {
           restrictedLanguages: { languages: [{ key: "de" }, { key: "fr" }] },
         },
       });
-      const setJson = toJson(SetLanguagesResponseSchema, set, { useProtoFieldName: true }) as {
+      const setJson = toJson(SetLanguagesResponseSchema, set, {
+        useProtoFieldName: true,
+        alwaysEmitImplicit: true, // as the REST transcoder
+      }) as {
         details: { owner: { id: string } };
       };
       assert.equal(setJson.details.owner.id, `${org}-${name}`, name);
@@ -95,7 +114,10 @@ describe("registerApi: one implementation, every protocol", () => {
       assert.deepEqual(setJson, restSet.json, name);
 
       const got = await client.resolveLanguages({ ctx });
-      const gotJson = toJson(ResolveLanguagesResponseSchema, got, { useProtoFieldName: true }) as {
+      const gotJson = toJson(ResolveLanguagesResponseSchema, got, {
+        useProtoFieldName: true,
+        alwaysEmitImplicit: true, // as the REST transcoder
+      }) as {
         details: { owner: { id: string } };
       };
       gotJson.details.owner.id = org;
@@ -196,8 +218,8 @@ describe("registerApi: one implementation, every protocol", () => {
   });
 
   test("Connect JSON accepts snake_case and lowerCamelCase and rejects unknown fields", async () => {
-    const call = (body: unknown) =>
-      fetch(`${servers.http1}/platform.settings.language.v3alpha.PlatformLanguageSettings/SetLanguages`, {
+    const call = (body: unknown, method = "SetLanguages") =>
+      fetch(`${servers.http1}/platform.settings.language.v3alpha.PlatformLanguageSettings/${method}`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(body),
@@ -219,5 +241,23 @@ describe("registerApi: one implementation, every protocol", () => {
     assert.equal(unknown.status, 400);
     assert.equal(unknown.json.code, "invalid_argument");
     assert.match(unknown.json.message ?? "", /extra/);
+    // Connect JSON output emits implicit defaults like REST: sequence 0 and the empty ID of the system owner
+    const resolved = await call({ ctx: { org_id: "cj-none" } }, "ResolveLanguages");
+    assert.equal(resolved.status, 200);
+    assert.deepEqual(resolved.json, {
+      details: {
+        sequence: "0",
+        change_date: "2024-05-06T07:08:09.123Z",
+        owner: { type: "OWNER_TYPE_ORG", id: "cj-none" },
+      },
+      settings: {
+        default_language: { value: "en", owner: { type: "OWNER_TYPE_SYSTEM", id: "" } },
+        restricted_languages: { value: [{ key: "en" }] },
+        supported_languages: {
+          value: [{ key: "de" }, { key: "en" }, { key: "fr" }],
+          owner: { type: "OWNER_TYPE_SYSTEM", id: "" },
+        },
+      },
+    });
   });
 });

@@ -87,7 +87,7 @@ export function registerApi(
     grpcWeb: true,
     connect: true,
     // proto3 JSON as contract.md §1: unknown fields are errors, output uses the proto (snake_case) names
-    jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, registry },
+    jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, alwaysEmitImplicit: true, registry },
     readMaxBytes: options.readMaxBytes,
   });
 

@@ -315,6 +315,8 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
       });
       let out: unknown = toJson(method.output, res.message, {
         useProtoFieldName: true,
+        // Scalars at their default (false, 0, "") are written too: clients need not know proto3 defaults.
+        alwaysEmitImplicit: true,
         registry: options.registry,
       });
       if (responseField) {

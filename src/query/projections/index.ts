@@ -3,6 +3,7 @@ import { instancesProjection } from "./instances.ts";
 import { membershipsProjection } from "./memberships.ts";
 import { orgsProjection } from "./orgs.ts";
 import { projectsProjection } from "./projects.ts";
+import { settingsProjection } from "./settings.ts";
 import { usersProjection } from "./users.ts";
 
 /** Every inline projection; the event store runs them in the transaction of each append. */
@@ -12,4 +13,5 @@ export const projections: Projection[] = [
   projectsProjection,
   usersProjection,
   membershipsProjection,
+  settingsProjection,
 ];

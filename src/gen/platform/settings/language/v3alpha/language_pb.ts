@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/settings/language/v3alpha/language.proto.
  */
 export const file_platform_settings_language_v3alpha_language: GenFile = /*@__PURE__*/
-  fileDesc("CjFwbGF0Zm9ybS9zZXR0aW5ncy9sYW5ndWFnZS92M2FscGhhL2xhbmd1YWdlLnByb3RvEiJwbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhIisKCExhbmd1YWdlEh8KA2tleRgBIAEoCUISyvMYDggBIgpeW2Etel17Mn0kIlcKDFNldExhbmd1YWdlcxJHCglsYW5ndWFnZXMYASADKAsyLC5wbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhLkxhbmd1YWdlQgbK8xgCYAEirQEKE1NldExhbmd1YWdlU2V0dGluZ3MSRgoQZGVmYXVsdF9sYW5ndWFnZRgBIAEoCzIsLnBsYXRmb3JtLnNldHRpbmdzLmxhbmd1YWdlLnYzYWxwaGEuTGFuZ3VhZ2USTgoUcmVzdHJpY3RlZF9sYW5ndWFnZXMYAiABKAsyMC5wbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhLlNldExhbmd1YWdlcyJ/ChFSZXNvbHZlZExhbmd1YWdlcxI7CgV2YWx1ZRgBIAMoCzIsLnBsYXRmb3JtLnNldHRpbmdzLmxhbmd1YWdlLnYzYWxwaGEuTGFuZ3VhZ2USLQoFb3duZXIYAiABKAsyHi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5Pd25lciKPAgoYUmVzb2x2ZWRMYW5ndWFnZVNldHRpbmdzEkoKEGRlZmF1bHRfbGFuZ3VhZ2UYASABKAsyMC5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5SZXNvbHZlZFN0cmluZxJTChRyZXN0cmljdGVkX2xhbmd1YWdlcxgCIAEoCzI1LnBsYXRmb3JtLnNldHRpbmdzLmxhbmd1YWdlLnYzYWxwaGEuUmVzb2x2ZWRMYW5ndWFnZXMSUgoTc3VwcG9ydGVkX2xhbmd1YWdlcxgDIAEoCzI1LnBsYXRmb3JtLnNldHRpbmdzLmxhbmd1YWdlLnYzYWxwaGEuUmVzb2x2ZWRMYW5ndWFnZXNiBnByb3RvMw", [file_platform_object_v3alpha_object, file_platform_settings_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("CjFwbGF0Zm9ybS9zZXR0aW5ncy9sYW5ndWFnZS92M2FscGhhL2xhbmd1YWdlLnByb3RvEiJwbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhIikKCExhbmd1YWdlEh0KA2tleRgBIAEoCUIQyvMYDCIKXlthLXpdezJ9JCJXCgxTZXRMYW5ndWFnZXMSRwoJbGFuZ3VhZ2VzGAEgAygLMiwucGxhdGZvcm0uc2V0dGluZ3MubGFuZ3VhZ2UudjNhbHBoYS5MYW5ndWFnZUIGyvMYAmABIq0BChNTZXRMYW5ndWFnZVNldHRpbmdzEkYKEGRlZmF1bHRfbGFuZ3VhZ2UYASABKAsyLC5wbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhLkxhbmd1YWdlEk4KFHJlc3RyaWN0ZWRfbGFuZ3VhZ2VzGAIgASgLMjAucGxhdGZvcm0uc2V0dGluZ3MubGFuZ3VhZ2UudjNhbHBoYS5TZXRMYW5ndWFnZXMifwoRUmVzb2x2ZWRMYW5ndWFnZXMSOwoFdmFsdWUYASADKAsyLC5wbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhLkxhbmd1YWdlEi0KBW93bmVyGAIgASgLMh4ucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuT3duZXIijwIKGFJlc29sdmVkTGFuZ3VhZ2VTZXR0aW5ncxJKChBkZWZhdWx0X2xhbmd1YWdlGAEgASgLMjAucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRTdHJpbmcSUwoUcmVzdHJpY3RlZF9sYW5ndWFnZXMYAiABKAsyNS5wbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhLlJlc29sdmVkTGFuZ3VhZ2VzElIKE3N1cHBvcnRlZF9sYW5ndWFnZXMYAyABKAsyNS5wbGF0Zm9ybS5zZXR0aW5ncy5sYW5ndWFnZS52M2FscGhhLlJlc29sdmVkTGFuZ3VhZ2VzYgZwcm90bzM", [file_platform_object_v3alpha_object, file_platform_settings_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
  * A language.
@@ -27,7 +27,8 @@ export const file_platform_settings_language_v3alpha_language: GenFile = /*@__PU
  */
 export type Language = Message<"platform.settings.language.v3alpha.Language"> & {
   /**
-   * Language key: two lowercase letters (ISO 639-1), e.g. `en`.
+   * Language key: two lowercase letters (ISO 639-1), e.g. `en`. In SetLanguageSettings an empty
+   * `default_language` (no key) resets the default language to the inherited value.
    *
    * @generated from field: string key = 1;
    */
@@ -63,7 +64,9 @@ export const SetLanguagesSchema: GenMessage<SetLanguages> = /*@__PURE__*/
   messageDesc(file_platform_settings_language_v3alpha_language, 1);
 
 /**
- * Language settings to change in a context. Only fields present are set or unset.
+ * Language settings to change in a context. Only fields present are set or unset: a present field with a
+ * value sets it in the context; a present but empty field (`"default_language": {}`,
+ * `"restricted_languages": {}` or `{"languages": []}`) unsets it, so the parent context's value applies again.
  *
  * @generated from message platform.settings.language.v3alpha.SetLanguageSettings
  */

@@ -1,0 +1,111 @@
+import { type CryptoKey, decodeJwt, decodeProtectedHeader, importSPKI, jwtVerify } from "jose";
+import type { Config } from "../config.ts";
+import { externalOrigin } from "../config.ts";
+import { sha256 } from "../crypto/tokens.ts";
+import { UserState } from "../domain/user/events.ts";
+import { UnauthenticatedError } from "../errors.ts";
+import type { Queryable } from "../storage/database.ts";
+import type { Caller } from "./caller.ts";
+
+/** Verifies a bearer token another component issues (the OIDC provider plugs its access tokens in here). */
+export type TokenVerifier = (token: string, instanceId: string | undefined) => Promise<Caller | undefined>;
+
+interface PatRow {
+  instance_id: string;
+  user_id: string;
+  org_id: string;
+  state: number;
+  expired: boolean;
+  [key: string]: unknown;
+}
+
+/**
+ * Turns `Authorization: Bearer <token>` into a Caller: a personal access token (looked up by its
+ * SHA-256), a system user's self-signed JWT, or a token of a registered verifier. Anything else is 401.
+ * A token only counts in its own instance: a PAT of another instance's user is unknown here.
+ */
+export class Authenticator {
+  private readonly verifiers: TokenVerifier[] = [];
+  private readonly systemKeys = new Map<string, Promise<CryptoKey>>();
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly config: Config,
+  ) {}
+
+  addVerifier(verifier: TokenVerifier): void {
+    this.verifiers.push(verifier);
+  }
+
+  async authenticate(
+    authorization: string | undefined,
+    instanceId: string | undefined,
+    host: string,
+  ): Promise<Caller> {
+    if (!authorization)
+      throw new UnauthenticatedError("authentication required: send Authorization: Bearer <token>");
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!match) throw new UnauthenticatedError("the Authorization header must be Bearer <token>");
+    const token = match[1];
+
+    const system = await this.systemUser(token, host);
+    if (system) return system;
+
+    if (instanceId) {
+      const rows = await this.db.query<PatRow>(
+        `SELECT p.instance_id, p.user_id, u.org_id, u.state, (p.expires_at IS NOT NULL AND p.expires_at <= now()) AS expired
+         FROM personal_access_tokens p JOIN users u ON u.instance_id = p.instance_id AND u.id = p.user_id
+         WHERE p.token_hash = $1`,
+        [sha256(token)],
+      );
+      const pat = rows[0];
+      if (pat && pat.instance_id === instanceId) {
+        if (pat.expired) throw new UnauthenticatedError("the token has expired");
+        if (pat.state !== UserState.active)
+          throw new UnauthenticatedError("the user of the token is not active");
+        return {
+          kind: "user",
+          userId: pat.user_id,
+          instanceId: pat.instance_id,
+          orgId: pat.org_id,
+          via: "pat",
+        };
+      }
+    }
+
+    for (const verify of this.verifiers) {
+      const caller = await verify(token, instanceId);
+      if (caller) return caller;
+    }
+    throw new UnauthenticatedError("invalid or expired token");
+  }
+
+  /** A JWT whose issuer is a configured system user, signed with that user's key (iss = sub, aud = our URL). */
+  private async systemUser(token: string, host: string): Promise<Caller | undefined> {
+    if (token.split(".").length !== 3) return undefined;
+    let issuer: string | undefined;
+    let alg: string | undefined;
+    try {
+      issuer = decodeJwt(token).iss;
+      alg = decodeProtectedHeader(token).alg;
+    } catch {
+      return undefined;
+    }
+    const pem = issuer ? this.config.systemApiUsers[issuer] : undefined;
+    if (!issuer || !pem || !alg) return undefined;
+    let key = this.systemKeys.get(`${issuer}:${alg}`);
+    if (!key) {
+      key = importSPKI(pem, alg);
+      this.systemKeys.set(`${issuer}:${alg}`, key);
+    }
+    const audiences = [externalOrigin(this.config)];
+    if (host) audiences.push(`${this.config.externalSecure ? "https" : "http"}://${host}`);
+    try {
+      await jwtVerify(token, await key, { issuer, subject: issuer, audience: audiences, clockTolerance: 5 });
+    } catch (error) {
+      this.systemKeys.delete(`${issuer}:${alg}`);
+      throw new UnauthenticatedError(`invalid system user token: ${(error as Error).message}`);
+    }
+    return { kind: "system", userId: issuer };
+  }
+}

@@ -1,0 +1,23 @@
+/** Who makes a call, once the bearer token is verified. */
+export type Caller =
+  | {
+      kind: "user";
+      userId: string;
+      /** The instance the user (and the token) belongs to. */
+      instanceId: string;
+      orgId: string;
+      /** How the caller authenticated. */
+      via: "pat" | "access_token";
+    }
+  | {
+      /** A system API user (PLATFORM_SYSTEM_API_USERS): every permission in every context. */
+      kind: "system";
+      userId: string;
+    };
+
+/** Where a request acts: the system, an instance, or an organization of an instance. */
+export type ResolvedContext =
+  | { type: "system" }
+  | { type: "instance"; instanceId: string }
+  | { type: "org"; instanceId: string; orgId: string }
+  | { type: "project"; instanceId: string; orgId: string; projectId: string };

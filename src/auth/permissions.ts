@@ -1,0 +1,95 @@
+/**
+ * The one role → permission table (contract.md §1 "Roles and permissions"). Every RPC asks
+ * `authorize(caller, permission, context)` (authorize.ts) for one of these permissions.
+ *
+ * Instance roles apply in the instance and every organization and project in it; organization roles only
+ * in their organization (and its projects); project roles only in their project. Actions, executions and
+ * feature flags are instance-wide: no organization or project role grants them.
+ */
+export const permissions = [
+  "instance.read",
+  "instance.write",
+  "feature.read",
+  "feature.write",
+  "settings.read",
+  "settings.write",
+  "org.read",
+  "org.create",
+  "org.write",
+  "org.delete",
+  "domain.read",
+  "domain.write",
+  "domain.delete",
+  "user.read",
+  "user.write",
+  "user.delete",
+  "user.credential.write",
+  "membership.read",
+  "membership.write",
+  "membership.delete",
+  "project.read",
+  "project.create",
+  "project.write",
+  "project.delete",
+  "app.read",
+  "app.write",
+  "app.delete",
+  "user_grant.read",
+  "user_grant.write",
+  "user_grant.delete",
+  "session.read",
+  "session.write",
+  "session.delete",
+  "idp.read",
+  "idp.write",
+  "idp.delete",
+  "action.target.read",
+  "action.target.write",
+  "action.target.delete",
+  "action.execution.write",
+  "action.execution.delete",
+  "execution.read",
+] as const;
+export type Permission = (typeof permissions)[number];
+
+const reads = permissions.filter((p) => p.endsWith(".read"));
+const instanceWide = (p: Permission) =>
+  p.startsWith("action.") || p === "execution.read" || p.startsWith("feature.") || p.startsWith("instance.");
+const orgScoped = permissions.filter((p) => !instanceWide(p));
+const matching = (...prefixes: string[]): Permission[] =>
+  permissions.filter((p) => prefixes.some((prefix) => p.startsWith(prefix)));
+
+export const InstanceRoles = [
+  "IAM_OWNER",
+  "IAM_OWNER_VIEWER",
+  "IAM_ORG_MANAGER",
+  "IAM_USER_MANAGER",
+] as const;
+export const OrgRoles = ["ORG_OWNER", "ORG_OWNER_VIEWER", "ORG_USER_MANAGER", "ORG_PROJECT_CREATOR"] as const;
+export const ProjectRoles = ["PROJECT_OWNER", "PROJECT_OWNER_VIEWER"] as const;
+
+export const rolePermissions: Record<string, readonly Permission[]> = {
+  IAM_OWNER: permissions,
+  IAM_OWNER_VIEWER: reads,
+  IAM_ORG_MANAGER: [
+    ...matching("org.", "domain.", "membership.", "project.", "app.", "user_grant.", "idp."),
+    "user.read",
+    "settings.read",
+  ],
+  IAM_USER_MANAGER: [...matching("user.", "session.", "user_grant."), "org.read", "membership.read"],
+  ORG_OWNER: orgScoped.filter((p) => p !== "org.create"),
+  ORG_OWNER_VIEWER: reads.filter((p) => !instanceWide(p)),
+  ORG_USER_MANAGER: [...matching("user.", "session.", "user_grant."), "org.read"],
+  ORG_PROJECT_CREATOR: ["project.create", "project.read", "org.read"],
+  PROJECT_OWNER: [...matching("project.", "app.", "user_grant."), "org.read" as const].filter(
+    (p) => p !== "project.create",
+  ),
+  PROJECT_OWNER_VIEWER: ["project.read", "app.read", "user_grant.read"],
+};
+
+/** Roles a membership may hold in each kind of context (`GET /memberships/roles`). */
+export const rolesByContext = { instance: InstanceRoles, org: OrgRoles, project: ProjectRoles } as const;
+
+export function permissionsOf(roles: readonly string[]): Set<Permission> {
+  return new Set(roles.flatMap((role) => rolePermissions[role] ?? []));
+}

@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import http2 from "node:http2";
+import { after, before, describe, it } from "node:test";
+import { addMachineUser, rawRequest, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+
+function h2Get(
+  url: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url);
+    session.on("error", reject);
+    const stream = session.request({ ":path": path, ...headers });
+    let body = "";
+    let status = 0;
+    stream.on("response", (h) => (status = Number(h[":status"])));
+    stream.setEncoding("utf8");
+    stream.on("data", (d) => (body += d));
+    stream.on("end", () => {
+      session.close();
+      resolve({ status, body });
+    });
+    stream.on("error", reject);
+  });
+}
+
+describe("server", () => {
+  let platform: TestPlatform;
+  before(async () => {
+    platform = await startPlatform({ listen: true });
+  });
+  after(() => platform.stop());
+
+  it("serves HTTP/1.1 and cleartext HTTP/2 on the same port", async () => {
+    const h1 = await rawRequest(`${platform.url}/healthz`);
+    assert.equal(h1.status, 200);
+    assert.deepEqual(JSON.parse(h1.body), { status: "ok" });
+    const h2 = await h2Get(platform.url, "/ready");
+    assert.equal(h2.status, 200);
+    assert.deepEqual(JSON.parse(h2.body), { status: "ready" });
+  });
+
+  it("resolves the instance from Host or :authority; unknown hosts get 404 except on the probes", async () => {
+    const unknown = await rawRequest(`${platform.url}/settings/v3alpha/languages`, {
+      headers: { host: "unknown.example" },
+    });
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(JSON.parse(unknown.body), { code: 5, message: "instance not found", details: [] });
+    const h2Unknown = await h2Get(platform.url, "/settings/v3alpha/languages", {
+      ":authority": "unknown.example:1234",
+    });
+    assert.equal(h2Unknown.status, 404);
+    assert.equal(
+      (await rawRequest(`${platform.url}/healthz`, { headers: { host: "10.0.0.7:8080" } })).status,
+      200,
+    );
+    assert.equal((await rawRequest(`${platform.url}/ready`, { headers: { host: "pod-name" } })).status, 200);
+    // The instance's domain with any port, any case.
+    const known = await rawRequest(`${platform.url}/settings/v3alpha/languages`, {
+      headers: { host: "LOCALHOST:9999" },
+    });
+    assert.equal(known.status, 401);
+  });
+
+  it("ignores X-Forwarded-Host unless the proxy is trusted", async () => {
+    const response = await rawRequest(`${platform.url}/settings/v3alpha/languages`, {
+      headers: { host: "unknown.example", "x-forwarded-host": "localhost" },
+    });
+    assert.equal(response.status, 404);
+  });
+
+  it("gives every response a request ID, keeping the caller's", async () => {
+    const generated = await rawRequest(`${platform.url}/healthz`);
+    assert.match(String(generated.headers["x-request-id"]), /^[0-9a-f-]{36}$/);
+    const kept = await rawRequest(`${platform.url}/healthz`, { headers: { "x-request-id": "trace-42" } });
+    assert.equal(kept.headers["x-request-id"], "trace-42");
+    assert.equal(kept.headers["x-content-type-options"], "nosniff");
+  });
+
+  it("never leaks internals in errors", async () => {
+    const response = await rawRequest(
+      `${platform.url}/settings/v3alpha/languages?ctx.org_id=${"x".repeat(201)}`,
+      {
+        headers: { authorization: "Bearer nope" },
+      },
+    );
+    assert.equal(response.status, 401);
+    assert.doesNotMatch(response.body, /at |SELECT|\.ts:/);
+  });
+});
+
+describe("graceful shutdown", () => {
+  it("finishes an in-flight request, then closes", async () => {
+    const platform = await startPlatform({ listen: true });
+    const { token } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    });
+    const url = new URL(`${platform.url}/settings/v3alpha/languages`);
+    const body = JSON.stringify({ default_language: { key: "de" } });
+    const done = new Promise<{ status: number; connection?: string; body: string }>((resolve, reject) => {
+      const request = http.request(
+        url,
+        {
+          method: "PATCH",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+          },
+        },
+        (response) => {
+          let text = "";
+          response.on("data", (d) => (text += d));
+          response.on("end", () =>
+            resolve({ status: response.statusCode!, connection: response.headers.connection, body: text }),
+          );
+        },
+      );
+      request.on("error", reject);
+      request.write(body.slice(0, 10)); // the request is in flight: headers and part of the body sent
+      setTimeout(() => {
+        const closing = platform.stop();
+        setTimeout(() => request.end(body.slice(10)), 200);
+        void closing;
+      }, 200);
+    });
+    const result = await done;
+    assert.equal(result.status, 200, result.body);
+    assert.equal(result.connection, "close");
+    await platform.stop();
+    await assert.rejects(rawRequest(`${platform.url}/healthz`), /ECONNREFUSED/);
+  });
+});

@@ -1,0 +1,111 @@
+import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import type { RequestScope } from "../api/scope.ts";
+import { scopeKey } from "../api/scope.ts";
+import type { Caller, ResolvedContext } from "../auth/caller.ts";
+import { type ContextSelector, resolveContext } from "../auth/context.ts";
+import type { Permission } from "../auth/permissions.ts";
+import type { FeatureFlag } from "../domain/settings/features.ts";
+import { InternalError } from "../errors.ts";
+import type { RequestContext } from "../gen/platform/object/v3alpha/object_pb.ts";
+import type { ServiceDeps } from "./deps.ts";
+
+export interface Call {
+  scope: RequestScope;
+  caller: Caller;
+  /** Who is recorded as the creator of events this call appends. */
+  creator: string;
+}
+
+export interface AuthorizedCall extends Call {
+  context: ResolvedContext;
+}
+
+/** The request scope the transport put on the call. */
+export function scopeOf(ctx: HandlerContext): RequestScope {
+  const scope = ctx.values.get(scopeKey);
+  if (!scope) throw new InternalError("request scope missing");
+  return scope;
+}
+
+const callerKey = createContextKey<Caller | undefined>(undefined, { description: "platform caller" });
+
+/**
+ * Authenticates every call before its request is validated, whatever the protocol: a call without a
+ * valid token is 401 even when its input is also wrong. The caller is kept in the call's context values.
+ * Methods listed in `publicMethods` (full names) may be called without a token.
+ */
+export function authenticationInterceptor(
+  deps: ServiceDeps,
+  publicMethods: ReadonlySet<string> = new Set(),
+): Interceptor {
+  return (next) => async (req) => {
+    const scope = req.contextValues.get(scopeKey);
+    const fullName = `${req.service.typeName}/${req.method.name}`;
+    if (scope && !(publicMethods.has(fullName) && !scope.authorization)) {
+      req.contextValues.set(
+        callerKey,
+        await deps.authenticator.authenticate(scope.authorization, scope.instanceId, scope.host),
+      );
+    }
+    return next(req);
+  };
+}
+
+/** The authenticated caller (401 when the bearer token is missing or invalid). */
+export async function authenticate(deps: ServiceDeps, ctx: HandlerContext): Promise<Call> {
+  const scope = scopeOf(ctx);
+  const caller =
+    ctx.values.get(callerKey) ??
+    (await deps.authenticator.authenticate(scope.authorization, scope.instanceId, scope.host));
+  return { scope, caller, creator: caller.userId };
+}
+
+/** The proto RequestContext as the plain selector the auth layer understands. */
+export function toSelector(ctx: RequestContext | undefined): ContextSelector | undefined {
+  const c = ctx?.context;
+  switch (c?.case) {
+    case "system":
+      return c.value ? { system: true } : undefined;
+    case "instanceId":
+      return { instanceId: c.value };
+    case "instanceDomain":
+      return { instanceDomain: c.value };
+    case "orgId":
+      return { orgId: c.value };
+    case "orgDomain":
+      return { orgDomain: c.value };
+    default:
+      return undefined;
+  }
+}
+
+export interface AuthorizeOptions {
+  /** The request's `ctx` field. */
+  ctx?: RequestContext;
+  /** Flags that must be on in the instance (FAILED_PRECONDITION naming the flag otherwise). */
+  features?: FeatureFlag[];
+}
+
+/**
+ * The one entry point of every RPC: authenticate (401), resolve the context (404), check the
+ * permission in it (403), check the feature flags of its instance (400 FAILED_PRECONDITION).
+ */
+export async function authorize(
+  deps: ServiceDeps,
+  ctx: HandlerContext,
+  permission: Permission | "authenticated",
+  options: AuthorizeOptions = {},
+): Promise<AuthorizedCall> {
+  const call = await authenticate(deps, ctx);
+  const context = await resolveContext(
+    deps.db,
+    deps.instances,
+    call.caller,
+    call.scope.instanceId,
+    toSelector(options.ctx),
+  );
+  await deps.authorizer.authorize(call.caller, permission, context);
+  if (options.features?.length && context.type !== "system")
+    await deps.features.require(context.instanceId, ...options.features);
+  return { ...call, context };
+}

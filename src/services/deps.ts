@@ -1,0 +1,18 @@
+import type { Authenticator } from "../auth/authenticate.ts";
+import type { Authorizer } from "../auth/authorize.ts";
+import type { Config } from "../config.ts";
+import type { EventStore } from "../eventstore/eventstore.ts";
+import type { FeatureGate } from "../query/features.ts";
+import type { InstanceDirectory } from "../query/instances.ts";
+import type { Database } from "../storage/database.ts";
+
+/** What RPC implementations may use. */
+export interface ServiceDeps {
+  config: Config;
+  db: Database;
+  eventStore: EventStore;
+  instances: InstanceDirectory;
+  authenticator: Authenticator;
+  authorizer: Authorizer;
+  features: FeatureGate;
+}
