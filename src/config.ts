@@ -25,6 +25,8 @@ export interface Config {
   maxSearchLimit: number;
   /** Failed password checks after which a user is locked; 0 = never. */
   maxPasswordAttempts: number;
+  /** Shortest password the complexity policy accepts. */
+  passwordMinLength: number;
 }
 
 /** A bad configuration value: one clear line naming the variable. */
@@ -170,6 +172,12 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       str("PLATFORM_MAX_PASSWORD_ATTEMPTS", "10")!,
       0,
       1000,
+    ),
+    passwordMinLength: parseInteger(
+      "PLATFORM_PASSWORD_MIN_LENGTH",
+      str("PLATFORM_PASSWORD_MIN_LENGTH", "8")!,
+      1,
+      128,
     ),
   };
 }

@@ -1,8 +1,16 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { SettingsOwner } from "../domain/settings/events.ts";
-import { type Owner, OwnerSchema } from "../gen/platform/object/v3alpha/object_pb.ts";
+import {
+  type ListDetails,
+  ListDetailsSchema,
+  type Owner,
+  OwnerSchema,
+  type Details as ResourceDetails,
+  DetailsSchema as ResourceDetailsSchema,
+} from "../gen/platform/object/v3alpha/object_pb.ts";
 import { type Details, DetailsSchema } from "../gen/platform/settings/object/v3alpha/object_pb.ts";
+import type { SearchResult } from "../query/search.ts";
 
 export function toOwner(owner: SettingsOwner): Owner {
   return create(OwnerSchema, { type: owner.type, id: owner.id });
@@ -17,5 +25,31 @@ export function settingsDetails(
     sequence: BigInt(version.sequence),
     changeDate: version.changeDate ? timestampFromDate(version.changeDate) : undefined,
     owner: toOwner(owner),
+  });
+}
+
+/** Resource `Details` from a read-model row's version columns. */
+export function resourceDetails(fields: {
+  id: string;
+  sequence: number;
+  changeDate?: Date;
+  owner: SettingsOwner;
+}): ResourceDetails {
+  return create(ResourceDetailsSchema, {
+    id: fields.id,
+    sequence: BigInt(fields.sequence),
+    changeDate: fields.changeDate ? timestampFromDate(fields.changeDate) : undefined,
+    resourceOwner: toOwner(fields.owner),
+  });
+}
+
+/** `ListDetails` of a search result. */
+export function listDetails(result: SearchResult<Record<string, unknown>>): ListDetails {
+  return create(ListDetailsSchema, {
+    appliedLimit: result.appliedLimit,
+    endOfList: result.endOfList,
+    totalResult: BigInt(result.total),
+    processedSequence: BigInt(result.processedSequence),
+    timestamp: result.timestamp ? timestampFromDate(result.timestamp) : undefined,
   });
 }

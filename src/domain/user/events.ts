@@ -3,7 +3,24 @@ export const USER = "user";
 export const UserEvent = {
   humanAdded: "user.human.added",
   machineAdded: "user.machine.added",
+  /** Profile, email, phone (human) or name, description, access token type (machine): changed fields only. */
+  changed: "user.changed",
+  usernameChanged: "user.username.changed",
   passwordChanged: "user.password.changed",
+  /** A wrong password in a session check (counts towards the lockout policy). */
+  passwordCheckFailed: "user.password.check.failed",
+  /** A right password in a session check (resets the failure count). */
+  passwordCheckSucceeded: "user.password.check.succeeded",
+  locked: "user.locked",
+  unlocked: "user.unlocked",
+  deactivated: "user.deactivated",
+  reactivated: "user.reactivated",
+  metadataSet: "user.metadata.set",
+  metadataRemoved: "user.metadata.removed",
+  secretSet: "user.machine.secret.set",
+  secretRemoved: "user.machine.secret.removed",
+  keyAdded: "user.machine.key.added",
+  keyRemoved: "user.machine.key.removed",
   patAdded: "user.pat.added",
   patRemoved: "user.pat.removed",
   removed: "user.removed",

@@ -3,9 +3,19 @@ import {
   type MachineAddedPayload,
   USER,
   UserEvent,
+  UserState,
   UserType,
 } from "../../domain/user/events.ts";
-import type { Projection } from "../../eventstore/types.ts";
+import type { EventHandler, Projection } from "../../eventstore/types.ts";
+
+function setState(state: number): EventHandler {
+  return async (tx, e) => {
+    await tx.query(
+      "UPDATE users SET state = $3, changed_at = $4, sequence = $5 WHERE instance_id = $1 AND id = $2",
+      [e.instanceId, e.aggregateId, state, e.createdAt, e.sequence],
+    );
+  };
+}
 
 export const usersProjection: Projection = {
   name: "users",
@@ -61,6 +71,10 @@ export const usersProjection: Projection = {
         ],
       );
     },
+    [UserEvent.locked]: setState(UserState.locked),
+    [UserEvent.unlocked]: setState(UserState.active),
+    [UserEvent.deactivated]: setState(UserState.inactive),
+    [UserEvent.reactivated]: setState(UserState.active),
     [UserEvent.passwordChanged]: async (tx, e) => {
       await tx.query(
         `UPDATE users SET password_hash = $3, password_change_required = $4, changed_at = $5, sequence = $6
