@@ -1,0 +1,82 @@
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { tempDir } from "../test/helpers.ts";
+import { ConfigError, externalOrigin, loadConfig } from "./config.ts";
+
+describe("config", () => {
+  it("has the defaults of contract.md §2", () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 8080);
+    assert.equal(config.externalDomain, "localhost");
+    assert.equal(config.externalPort, 8080);
+    assert.equal(config.externalSecure, false);
+    assert.equal(config.databaseUrl, undefined);
+    assert.equal(config.dataDir, path.resolve(".data"));
+    assert.deepEqual(config.firstInstance, {
+      orgName: "Platform",
+      adminUsername: "admin",
+      adminPassword: undefined,
+      patPath: undefined,
+    });
+    assert.deepEqual(config.systemApiUsers, {});
+    assert.equal(config.logLevel, "info");
+    assert.equal(config.maxSearchLimit, 1000);
+    assert.equal(config.maxPasswordAttempts, 10);
+    assert.equal(externalOrigin(config), "http://localhost:8080");
+  });
+
+  it("builds external URLs without the scheme's default port", () => {
+    assert.equal(
+      externalOrigin(loadConfig({ PLATFORM_EXTERNAL_PORT: "443", PLATFORM_EXTERNAL_SECURE: "true" })),
+      "https://localhost",
+    );
+    assert.equal(
+      externalOrigin(
+        loadConfig({ PLATFORM_EXTERNAL_DOMAIN: "id.example.com", PLATFORM_EXTERNAL_PORT: "80" }),
+      ),
+      "http://id.example.com",
+    );
+  });
+
+  it("rejects each bad value with one line naming the variable", () => {
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ PLATFORM_PORT: "70000" }, "PLATFORM_PORT"],
+      [{ PLATFORM_PORT: "-1" }, "PLATFORM_PORT"],
+      [{ PLATFORM_EXTERNAL_PORT: "x" }, "PLATFORM_EXTERNAL_PORT"],
+      [{ PLATFORM_EXTERNAL_SECURE: "maybe" }, "PLATFORM_EXTERNAL_SECURE"],
+      [{ PLATFORM_EXTERNAL_DOMAIN: "bad domain" }, "PLATFORM_EXTERNAL_DOMAIN"],
+      [{ DATABASE_URL: "mysql://localhost/x" }, "DATABASE_URL"],
+      [{ DATABASE_URL: "not a url" }, "DATABASE_URL"],
+      [{ PLATFORM_LOG_LEVEL: "loud" }, "PLATFORM_LOG_LEVEL"],
+      [{ PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: "short" }, "PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD"],
+      [{ PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME: "a b" }, "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME"],
+      [{ PLATFORM_SYSTEM_API_USERS: "{" }, "PLATFORM_SYSTEM_API_USERS"],
+      [{ PLATFORM_SYSTEM_API_USERS: '{"ops": "not a key"}' }, "PLATFORM_SYSTEM_API_USERS"],
+      [{ PLATFORM_MAX_SEARCH_LIMIT: "0" }, "PLATFORM_MAX_SEARCH_LIMIT"],
+      [{ PLATFORM_MAX_PASSWORD_ATTEMPTS: "ten" }, "PLATFORM_MAX_PASSWORD_ATTEMPTS"],
+    ];
+    for (const [env, variable] of cases) {
+      assert.throws(
+        () => loadConfig(env),
+        (error) =>
+          error instanceof ConfigError &&
+          error.variable === variable &&
+          error.message.startsWith(`${variable}: `) &&
+          !error.message.includes("\n"),
+        JSON.stringify(env),
+      );
+    }
+  });
+
+  it("reads a YAML file with the same keys, the environment winning", () => {
+    const file = path.join(tempDir(), "platform.yaml");
+    writeFileSync(file, "PLATFORM_PORT: 9090\nPLATFORM_EXTERNAL_DOMAIN: id.example.com\n");
+    const config = loadConfig({ PLATFORM_EXTERNAL_DOMAIN: "env.example.com" }, file);
+    assert.equal(config.port, 9090);
+    assert.equal(config.externalDomain, "env.example.com");
+    writeFileSync(file, "PLATFORM_PROT: 1\n");
+    assert.throws(() => loadConfig({}, file), /--config: unknown key PLATFORM_PROT/);
+  });
+});
