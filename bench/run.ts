@@ -79,7 +79,7 @@ try {
       requests: scenario.bodies
         ? [
             {
-              setupRequest: (req: Record<string, unknown>) => ({
+              setupRequest: (req: autocannon.Request) => ({
                 ...req,
                 body: scenario.bodies![i++ % scenario.bodies!.length],
               }),

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { registerDocs } from "./api/openapi/plugin.ts";
 import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
@@ -53,7 +54,9 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       features: new FeatureGate(db, eventStore),
     };
     const app = buildServer({ config, db, instances });
-    registerApi(app, apiServices(deps), { interceptors: [authenticationInterceptor(deps)] });
+    const services = apiServices(deps);
+    registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
+    registerDocs(app, { services: services.map((s) => s.service) });
     await app.ready();
 
     let closing: Promise<void> | undefined;
