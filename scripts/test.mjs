@@ -18,9 +18,11 @@ function find(dir) {
   });
 }
 
-const tmp = path.join(root, ".test-tmp");
+// One directory per run, so concurrent runs (several terminals, CI) never delete each other's databases.
+const tmp = path.join(root, ".test-tmp", `run-${process.pid}`);
 rmSync(tmp, { recursive: true, force: true });
 mkdirSync(tmp, { recursive: true });
+process.on("exit", () => rmSync(tmp, { recursive: true, force: true }));
 
 // A migrated empty PGlite directory that tests copy instead of running initdb each time (~3 s saved per server).
 if (!process.env.DATABASE_URL) {
