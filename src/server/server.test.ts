@@ -3,6 +3,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import { after, before, describe, it } from "node:test";
 import { addMachineUser, rawRequest, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { redactQuery } from "./server.ts";
 
 function h2Get(
   url: string,
@@ -77,6 +78,14 @@ describe("server", () => {
     const kept = await rawRequest(`${platform.url}/healthz`, { headers: { "x-request-id": "trace-42" } });
     assert.equal(kept.headers["x-request-id"], "trace-42");
     assert.equal(kept.headers["x-content-type-options"], "nosniff");
+  });
+
+  it("logs URLs without the values of secret query parameters", () => {
+    assert.equal(redactQuery("/healthz"), "/healthz");
+    assert.equal(
+      redactQuery("/resources/v3alpha/sessions/1?session_token=s3cret&x=1&code=abc"),
+      "/resources/v3alpha/sessions/1?session_token=[redacted]&x=1&code=[redacted]",
+    );
   });
 
   it("never leaks internals in errors", async () => {

@@ -1,8 +1,13 @@
 import { randomUUID } from "node:crypto";
-import Fastify, { type FastifyInstance, type FastifyServerFactory } from "fastify";
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerFactory,
+} from "fastify";
 import type { RequestScope } from "../api/scope.ts";
 import type { Config } from "../config.ts";
-import { PlatformError } from "../errors.ts";
+import { Code, PlatformError } from "../errors.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
@@ -23,6 +28,48 @@ export interface ServerDeps {
 /** Paths served whatever the Host header says (probes of orchestrators use IPs or pod names). */
 const HOSTLESS_PATHS = new Set(["/healthz", "/ready"]);
 
+/** The instances API (system users) stays reachable on a blocked instance's domains: it unblocks them. */
+const BLOCK_EXEMPT_PREFIXES = [
+  "/resources/v3alpha/instances",
+  "/platform.resources.instance.v3alpha.PlatformInstances/",
+];
+
+const BLOCKED_MESSAGE = "the instance is blocked";
+
+const BLOCKED_PAGE = `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Instance blocked</title></head>
+<body style="font-family: sans-serif; max-width: 40rem; margin: 4rem auto; padding: 0 1rem">
+<h1>This instance is blocked</h1>
+<p>The instance you are trying to reach has been blocked by its operator. Please contact your
+administrator.</p>
+</body>
+</html>
+`;
+
+/**
+ * A blocked instance answers RESOURCE_EXHAUSTED: 429 with an rpcStatus body to API calls, a
+ * trailers-only gRPC status to gRPC clients and a small HTML page to browsers.
+ */
+function sendBlocked(headers: Record<string, string | string[] | undefined>, reply: FastifyReply) {
+  const contentType = String(headers["content-type"] ?? "");
+  if (contentType.startsWith("application/grpc")) {
+    return reply
+      .code(200)
+      .header(
+        "content-type",
+        contentType.startsWith("application/grpc-web") ? contentType : "application/grpc",
+      )
+      .header("grpc-status", String(Code.RESOURCE_EXHAUSTED))
+      .header("grpc-message", encodeURIComponent(BLOCKED_MESSAGE))
+      .send();
+  }
+  if (String(headers.accept ?? "").includes("text/html")) {
+    return reply.code(429).type("text/html; charset=utf-8").send(BLOCKED_PAGE);
+  }
+  return reply.code(429).send({ code: Code.RESOURCE_EXHAUSTED, message: BLOCKED_MESSAGE, details: [] });
+}
+
 /**
  * The Fastify app: one port for HTTP/1.1 and h2c, request IDs, structured logs without secrets, health
  * probes, instance resolution from the Host header and security headers on HTML. Feature plugins (API,
@@ -37,6 +84,13 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
       redact: {
         paths: ["req.headers.authorization", "req.headers.cookie", "res.headers['set-cookie']"],
         censor: "[redacted]",
+      },
+      serializers: {
+        req: (request: FastifyRequest) => ({
+          method: request.method,
+          url: redactQuery(request.url),
+          host: String(request.headers?.host ?? request.headers?.[":authority"] ?? ""),
+        }),
       },
     },
     requestIdHeader: "x-request-id",
@@ -61,6 +115,9 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
       return reply.code(404).send({ code: 5, message: "instance not found", details: [] });
     }
     request.scope.instanceId = instance.id;
+    if (instance.blocked && !BLOCK_EXEMPT_PREFIXES.some((prefix) => path.startsWith(prefix))) {
+      return sendBlocked(request.headers, reply);
+    }
   });
 
   app.addHook("onSend", async (request, reply, payload) => {
@@ -110,6 +167,19 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
   });
 
   return app;
+}
+
+/** Query parameters whose values are secrets: never logged. */
+const SECRET_PARAMS =
+  /^(session_token|token|code|code_verifier|client_secret|refresh_token|id_token_hint|assertion|client_assertion|password|subject_token|actor_token)$/i;
+
+/** A URL for the logs: values of secret query parameters replaced. */
+export function redactQuery(url: string): string {
+  const q = url.indexOf("?");
+  if (q < 0) return url;
+  const params = new URLSearchParams(url.slice(q + 1));
+  for (const key of new Set(params.keys())) if (SECRET_PARAMS.test(key)) params.set(key, "[redacted]");
+  return `${url.slice(0, q)}?${params.toString().replaceAll("%5Bredacted%5D", "[redacted]")}`;
 }
 
 /** The host a request addressed: Host (HTTP/1.1), :authority (HTTP/2), X-Forwarded-Host behind a trusted proxy. */

@@ -5,6 +5,7 @@ import type { EventStore } from "../eventstore/eventstore.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
+import type { DomainVerifier } from "./domains/verifier.ts";
 
 /** What RPC implementations may use. */
 export interface ServiceDeps {
@@ -15,4 +16,6 @@ export interface ServiceDeps {
   authenticator: Authenticator;
   authorizer: Authorizer;
   features: FeatureGate;
+  /** Proves control of org domains (default: HTTP file or DNS TXT over the network). */
+  domainVerifier?: DomainVerifier;
 }

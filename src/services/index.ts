@@ -1,9 +1,28 @@
 import type { ApiService } from "../api/register.ts";
+import { actionsService } from "./actions/service.ts";
 import type { ServiceDeps } from "./deps.ts";
+import { domainsService } from "./domains/domains.ts";
+import { instancesService } from "./instances/instances.ts";
+import { membershipsService } from "./memberships/memberships.ts";
+import { organizationsService } from "./organizations/organizations.ts";
+import { sessionsService } from "./sessions/sessions.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
+import { usersService } from "./users/users.ts";
 
 /** Every API service Platform serves. */
 export function apiServices(deps: ServiceDeps): ApiService[] {
-  return [featureSettingsService(deps), languageSettingsService(deps)];
+  // actionsService lists the methods of every service here (it reads the list lazily)
+  const services: ApiService[] = [
+    featureSettingsService(deps),
+    languageSettingsService(deps),
+    usersService(deps),
+    membershipsService(deps),
+    sessionsService(deps),
+    organizationsService(deps),
+    domainsService(deps),
+    instancesService(deps),
+    actionsService(deps, () => services.map((s) => s.service)),
+  ];
+  return services;
 }

@@ -177,7 +177,19 @@ describe("OpenAPI document of the real services", () => {
       if (r.body === "") continue;
       const op = doc.paths[openApiPath(r.template).path][r.httpMethod.toLowerCase()];
       const example = op.requestBody.content["application/json"].example as JsonValue;
-      const json = r.body === "*" ? example : { [r.body]: example };
+      const json = (r.body === "*" ? { ...(example as object) } : { [r.body]: example }) as Record<
+        string,
+        JsonValue
+      >;
+      // Path variables come from the URL, not the body: give them a sample value as a request would.
+      for (const variable of r.variables) {
+        let target = json;
+        for (const name of variable.fieldPath.slice(0, -1)) {
+          target[name] ??= {};
+          target = target[name] as Record<string, JsonValue>;
+        }
+        target[variable.fieldPath.at(-1)!] ??= "123";
+      }
       const message = fromJson(r.method.input, json, { ignoreUnknownFields: false });
       assert.doesNotThrow(
         () => validate(r.method.input, message),

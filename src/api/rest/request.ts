@@ -138,8 +138,58 @@ export function buildRequestMessage(
   try {
     return fromJson(schema, json, { ignoreUnknownFields: false, registry });
   } catch (e) {
+    // fromJson names the enum type, not the field, for an unknown enum value: find the field.
+    const badEnum = findUnknownEnum(schema, json, "");
+    if (badEnum)
+      throw new InvalidArgumentError(`unknown value ${JSON.stringify(badEnum.value)}`, badEnum.path);
     throw new InvalidArgumentError((e as Error).message);
   }
+}
+
+/** The first enum field (dotted snake_case path) holding a string that is not one of its value names. */
+function findUnknownEnum(
+  desc: DescMessage,
+  json: JsonValue,
+  prefix: string,
+): { path: string; value: string } | undefined {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return undefined;
+  if (desc.file.name.startsWith("google/protobuf/")) return undefined;
+  for (const [key, value] of Object.entries(json)) {
+    const f = findField(desc, key);
+    if (!f || value === null) continue;
+    const path = prefix === "" ? f.name : `${prefix}.${f.name}`;
+    const enumType =
+      f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
+    const known = (v: JsonValue) => typeof v !== "string" || enumType?.values.some((x) => x.name === v);
+    if (enumType && f.fieldKind === "enum" && !known(value)) return { path, value: String(value) };
+    if (enumType && Array.isArray(value)) {
+      const i = value.findIndex((v) => !known(v));
+      if (i >= 0) return { path: `${path}[${i}]`, value: String(value[i]) };
+    }
+    const child =
+      f.fieldKind === "message"
+        ? f.message
+        : (f.fieldKind === "list" && f.listKind === "message") ||
+            (f.fieldKind === "map" && f.mapKind === "message")
+          ? f.message
+          : undefined;
+    if (!child) continue;
+    if (f.fieldKind === "message") {
+      const found = findUnknownEnum(child, value, path);
+      if (found) return found;
+    } else if (Array.isArray(value)) {
+      for (const [i, item] of value.entries()) {
+        const found = findUnknownEnum(child, item, `${path}[${i}]`);
+        if (found) return found;
+      }
+    } else if (typeof value === "object") {
+      for (const [k, item] of Object.entries(value)) {
+        const found = findUnknownEnum(child, item, `${path}[${JSON.stringify(k)}]`);
+        if (found) return found;
+      }
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -16,3 +16,18 @@ export interface MembershipAddedPayload {
   user_id: string;
   roles: string[];
 }
+
+/** `membership.changed`: the new roles; user and context let caches drop the right entry. */
+export interface MembershipChangedPayload {
+  context_type: ContextType;
+  context_id: string;
+  user_id: string;
+  roles: string[];
+}
+
+/** `membership.removed`: releases the (context, user) uniqueness. */
+export interface MembershipRemovedPayload {
+  context_type: ContextType;
+  context_id: string;
+  user_id: string;
+}

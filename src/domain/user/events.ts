@@ -59,3 +59,72 @@ export interface PatAddedPayload {
   token_hash: string;
   expiration?: string;
 }
+
+/**
+ * `user.changed`: only the fields that changed, as read-model columns. `null` removes an optional value
+ * (display name, nickname, preferred language, phone, description).
+ */
+export interface UserChangedPayload {
+  given_name?: string;
+  family_name?: string;
+  display_name?: string | null;
+  nick_name?: string | null;
+  preferred_language?: string | null;
+  email?: string;
+  email_verified?: boolean;
+  phone?: string | null;
+  phone_verified?: boolean;
+  /** Machine users. */
+  name?: string;
+  description?: string | null;
+  access_token_type?: number;
+}
+
+export interface UsernameChangedPayload {
+  username: string;
+  old_username: string;
+}
+
+export interface PasswordChangedPayload {
+  /** argon2id hash; the password itself is never stored. */
+  password_hash: string;
+  change_required: boolean;
+}
+
+/** `user.password.check.failed` / `user.password.check.succeeded` (appended by session checks). */
+export type PasswordCheckPayload = Record<string, never>;
+
+export interface MetadataSetPayload {
+  key: string;
+  /** The value, base64. */
+  value: string;
+}
+
+export interface MetadataRemovedPayload {
+  key: string;
+}
+
+export interface SecretSetPayload {
+  /** SHA-256 of the client secret, base64url. */
+  secret_hash: string;
+}
+
+export interface KeyAddedPayload {
+  key_id: string;
+  /** PEM (SPKI) public key; the private key is never stored. */
+  public_key: string;
+  /** RFC 3339; absent: never expires. */
+  expiration?: string;
+}
+
+export interface KeyRemovedPayload {
+  key_id: string;
+}
+
+export interface PatRemovedPayload {
+  pat_id: string;
+}
+
+export interface UserRemovedPayload {
+  username: string;
+}

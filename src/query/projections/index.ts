@@ -1,8 +1,10 @@
 import type { Projection } from "../../eventstore/types.ts";
+import { actionsProjection } from "./actions.ts";
 import { instancesProjection } from "./instances.ts";
 import { membershipsProjection } from "./memberships.ts";
 import { orgsProjection } from "./orgs.ts";
 import { projectsProjection } from "./projects.ts";
+import { sessionsProjection } from "./sessions.ts";
 import { settingsProjection } from "./settings.ts";
 import { usersProjection } from "./users.ts";
 
@@ -14,4 +16,6 @@ export const projections: Projection[] = [
   usersProjection,
   membershipsProjection,
   settingsProjection,
+  sessionsProjection,
+  actionsProjection,
 ];

@@ -1,4 +1,4 @@
-import { INSTANCE, InstanceEvent } from "../../domain/instance/events.ts";
+import { INSTANCE, InstanceEvent, type InstanceLimitsPayload } from "../../domain/instance/events.ts";
 import type { Projection } from "../../eventstore/types.ts";
 
 const touch = "changed_at = $2, sequence = $3";
@@ -12,6 +12,32 @@ export const instancesProjection: Projection = {
       await tx.query(
         "INSERT INTO instances (id, name, created_at, changed_at, sequence) VALUES ($1, $2, $3, $3, $4)",
         [e.aggregateId, e.payload!.name, e.createdAt, e.sequence],
+      );
+    },
+    [InstanceEvent.changed]: async (tx, e) => {
+      await tx.query(`UPDATE instances SET name = coalesce($4, name), ${touch} WHERE id = $1`, [
+        e.aggregateId,
+        e.createdAt,
+        e.sequence,
+        e.payload!.name ?? null,
+      ]);
+    },
+    [InstanceEvent.limitsSet]: async (tx, e) => {
+      const p = e.payload as InstanceLimitsPayload;
+      await tx.query(
+        `UPDATE instances SET
+           blocked = CASE WHEN $4::boolean IS NULL THEN blocked ELSE $4::boolean END,
+           audit_log_retention_seconds = CASE WHEN $5::boolean THEN $6::bigint ELSE audit_log_retention_seconds END,
+           ${touch}
+         WHERE id = $1`,
+        [
+          e.aggregateId,
+          e.createdAt,
+          e.sequence,
+          p.block ?? null,
+          p.audit_log_retention_seconds !== undefined,
+          p.audit_log_retention_seconds ?? null,
+        ],
       );
     },
     [InstanceEvent.domainAdded]: async (tx, e) => {

@@ -1,4 +1,4 @@
-import { MEMBERSHIP, MembershipEvent } from "../../domain/membership/events.ts";
+import { ContextType, MEMBERSHIP, MembershipEvent } from "../../domain/membership/events.ts";
 import type { Projection } from "../../eventstore/types.ts";
 
 export const membershipsProjection: Projection = {
@@ -8,8 +8,8 @@ export const membershipsProjection: Projection = {
   handlers: {
     [MembershipEvent.added]: async (tx, e) => {
       await tx.query(
-        `INSERT INTO memberships (instance_id, id, context_type, context_id, user_id, roles, created_at, changed_at, sequence)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)`,
+        `INSERT INTO memberships (instance_id, id, context_type, context_id, user_id, roles, created_at, changed_at, sequence, org_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)`,
         [
           e.instanceId,
           e.aggregateId,
@@ -19,6 +19,8 @@ export const membershipsProjection: Projection = {
           e.payload!.roles,
           e.createdAt,
           e.sequence,
+          // Organization and project memberships belong to an organization (their resource owner).
+          e.payload!.context_type === ContextType.instance ? null : e.resourceOwner,
         ],
       );
     },

@@ -1,25 +1,53 @@
 import {
   type HumanAddedPayload,
+  type KeyAddedPayload,
   type MachineAddedPayload,
+  type MetadataSetPayload,
+  type SecretSetPayload,
   USER,
+  type UserChangedPayload,
   UserEvent,
   UserState,
   UserType,
 } from "../../domain/user/events.ts";
-import type { EventHandler, Projection } from "../../eventstore/types.ts";
+import type { EventHandler, Projection, StoredEvent } from "../../eventstore/types.ts";
+import type { Queryable } from "../../storage/database.ts";
 
-function setState(state: number): EventHandler {
-  return async (tx, e) => {
-    await tx.query(
-      "UPDATE users SET state = $3, changed_at = $4, sequence = $5 WHERE instance_id = $1 AND id = $2",
-      [e.instanceId, e.aggregateId, state, e.createdAt, e.sequence],
-    );
-  };
+/** Read-model columns `user.changed` may set. */
+const changeableColumns = [
+  "given_name",
+  "family_name",
+  "display_name",
+  "nick_name",
+  "preferred_language",
+  "email",
+  "email_verified",
+  "phone",
+  "phone_verified",
+  "description",
+  "access_token_type",
+] as const;
+
+/** Moves the user's version (sequence, change date) to the event, setting `set` columns too. */
+async function touch(tx: Queryable, e: StoredEvent, set: Record<string, unknown> = {}): Promise<void> {
+  const params: unknown[] = [e.instanceId, e.aggregateId, e.createdAt, e.sequence];
+  const assignments = Object.entries(set).map(([column, value]) => {
+    params.push(value);
+    return `${column} = $${params.length}`;
+  });
+  await tx.query(
+    `UPDATE users SET ${[...assignments, "changed_at = $3", "sequence = $4"].join(", ")} WHERE instance_id = $1 AND id = $2`,
+    params,
+  );
+}
+
+function setState(state: number, extra: Record<string, unknown> = {}): EventHandler {
+  return (tx, e) => touch(tx, e, { state, ...extra });
 }
 
 export const usersProjection: Projection = {
   name: "users",
-  tables: ["users", "personal_access_tokens"],
+  tables: ["users", "personal_access_tokens", "user_metadata", "user_keys"],
   aggregateTypes: [USER],
   handlers: {
     [UserEvent.humanAdded]: async (tx, e) => {
@@ -72,7 +100,7 @@ export const usersProjection: Projection = {
       );
     },
     [UserEvent.locked]: setState(UserState.locked),
-    [UserEvent.unlocked]: setState(UserState.active),
+    [UserEvent.unlocked]: setState(UserState.active, { password_failed_attempts: 0 }),
     [UserEvent.deactivated]: setState(UserState.inactive),
     [UserEvent.reactivated]: setState(UserState.active),
     [UserEvent.passwordChanged]: async (tx, e) => {
@@ -88,6 +116,60 @@ export const usersProjection: Projection = {
           e.sequence,
         ],
       );
+    },
+    [UserEvent.changed]: async (tx, e) => {
+      const p = e.payload as UserChangedPayload;
+      const set: Record<string, unknown> = {};
+      for (const column of changeableColumns) if (column in p) set[column] = p[column] ?? null;
+      if (p.name !== undefined) set.machine_name = p.name;
+      await touch(tx, e, set);
+    },
+    [UserEvent.usernameChanged]: (tx, e) => touch(tx, e, { username: e.payload!.username }),
+    // Appended by session password checks: count wrong passwords in a row, reset on a right one.
+    [UserEvent.passwordCheckFailed]: async (tx, e) => {
+      await tx.query(
+        `UPDATE users SET password_failed_attempts = password_failed_attempts + 1, changed_at = $3, sequence = $4
+         WHERE instance_id = $1 AND id = $2`,
+        [e.instanceId, e.aggregateId, e.createdAt, e.sequence],
+      );
+    },
+    [UserEvent.passwordCheckSucceeded]: (tx, e) => touch(tx, e, { password_failed_attempts: 0 }),
+    [UserEvent.metadataSet]: async (tx, e) => {
+      const p = e.payload as unknown as MetadataSetPayload;
+      await tx.query(
+        `INSERT INTO user_metadata (instance_id, user_id, key, value, created_at, changed_at)
+         VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (instance_id, user_id, key) DO UPDATE SET value = excluded.value, changed_at = excluded.changed_at`,
+        [e.instanceId, e.aggregateId, p.key, p.value, e.createdAt],
+      );
+      await touch(tx, e);
+    },
+    [UserEvent.metadataRemoved]: async (tx, e) => {
+      await tx.query("DELETE FROM user_metadata WHERE instance_id = $1 AND user_id = $2 AND key = $3", [
+        e.instanceId,
+        e.aggregateId,
+        e.payload!.key,
+      ]);
+      await touch(tx, e);
+    },
+    [UserEvent.secretSet]: (tx, e) =>
+      touch(tx, e, { client_secret_hash: (e.payload as unknown as SecretSetPayload).secret_hash }),
+    [UserEvent.secretRemoved]: (tx, e) => touch(tx, e, { client_secret_hash: null }),
+    [UserEvent.keyAdded]: async (tx, e) => {
+      const p = e.payload as unknown as KeyAddedPayload;
+      await tx.query(
+        `INSERT INTO user_keys (instance_id, id, user_id, public_key, expires_at, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [e.instanceId, p.key_id, e.aggregateId, p.public_key, p.expiration ?? null, e.createdAt],
+      );
+      await touch(tx, e);
+    },
+    [UserEvent.keyRemoved]: async (tx, e) => {
+      await tx.query("DELETE FROM user_keys WHERE instance_id = $1 AND id = $2", [
+        e.instanceId,
+        e.payload!.key_id,
+      ]);
+      await touch(tx, e);
     },
     [UserEvent.patAdded]: async (tx, e) => {
       await tx.query(
@@ -122,10 +204,12 @@ export const usersProjection: Projection = {
       ]);
     },
     [UserEvent.removed]: async (tx, e) => {
-      await tx.query("DELETE FROM personal_access_tokens WHERE instance_id = $1 AND user_id = $2", [
-        e.instanceId,
-        e.aggregateId,
-      ]);
+      for (const table of ["personal_access_tokens", "user_metadata", "user_keys"]) {
+        await tx.query(`DELETE FROM ${table} WHERE instance_id = $1 AND user_id = $2`, [
+          e.instanceId,
+          e.aggregateId,
+        ]);
+      }
       await tx.query("DELETE FROM users WHERE instance_id = $1 AND id = $2", [e.instanceId, e.aggregateId]);
     },
   },

@@ -31,6 +31,7 @@ describe("feature settings", () => {
       },
       body: options.json !== undefined ? JSON.stringify(options.json) : undefined,
     });
+    // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of the tests
     return { status: response.status, body: (await response.json()) as Record<string, any> };
   };
 

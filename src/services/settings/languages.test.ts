@@ -37,6 +37,7 @@ describe("language settings", () => {
   const resolveJson = async (query = "") => {
     const response = await rest(`/settings/v3alpha/languages${query}`);
     assert.equal(response.status, 200);
+    // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of the tests
     return (await response.json()) as { details: Record<string, unknown>; settings: Record<string, any> };
   };
 

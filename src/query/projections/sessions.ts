@@ -1,0 +1,45 @@
+import { SESSION, type SessionAddedPayload, SessionEvent } from "../../domain/session/events.ts";
+import { USER, UserEvent } from "../../domain/user/events.ts";
+import type { EventHandler, Projection } from "../../eventstore/types.ts";
+
+/** Sets a check time (the event's time) and the version columns. */
+function checked(column: "user_checked_at" | "password_checked_at"): EventHandler {
+  return async (tx, e) => {
+    await tx.query(
+      `UPDATE sessions SET ${column} = $3, changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2`,
+      [e.instanceId, e.aggregateId, e.createdAt, e.sequence],
+    );
+  };
+}
+
+/** Sessions and their check times; the token hash is not copied (it stays in the events). */
+export const sessionsProjection: Projection = {
+  name: "sessions",
+  tables: ["sessions"],
+  aggregateTypes: [SESSION, USER],
+  handlers: {
+    [SessionEvent.added]: async (tx, e) => {
+      const p = e.payload as unknown as SessionAddedPayload;
+      await tx.query(
+        `INSERT INTO sessions (instance_id, id, user_id, org_id, creator, created_at, changed_at, sequence)
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7)`,
+        [e.instanceId, e.aggregateId, p.user_id, p.org_id, e.creator, e.createdAt, e.sequence],
+      );
+    },
+    [SessionEvent.userChecked]: checked("user_checked_at"),
+    [SessionEvent.passwordChecked]: checked("password_checked_at"),
+    [SessionEvent.terminated]: async (tx, e) => {
+      await tx.query("DELETE FROM sessions WHERE instance_id = $1 AND id = $2", [
+        e.instanceId,
+        e.aggregateId,
+      ]);
+    },
+    // A removed user's sessions are gone (their events stay; the commands refuse a removed user).
+    [UserEvent.removed]: async (tx, e) => {
+      await tx.query("DELETE FROM sessions WHERE instance_id = $1 AND user_id = $2", [
+        e.instanceId,
+        e.aggregateId,
+      ]);
+    },
+  },
+};

@@ -1,0 +1,422 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { exportSPKI, generateKeyPair, SignJWT } from "jose";
+import {
+  addMachineUser,
+  eventCount,
+  rawRequest,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers
+type Json = Record<string, any>;
+
+describe("instances API", () => {
+  let platform: TestPlatform;
+  let port: string;
+  let privateKey: CryptoKey;
+  let system: string;
+  let iamOwner: string;
+
+  /** A system user's self-signed JWT for the given host. */
+  const systemToken = (host = `localhost:${port}`) =>
+    new SignJWT({})
+      .setProtectedHeader({ alg: "RS256" })
+      .setIssuer("ops-robot")
+      .setSubject("ops-robot")
+      .setAudience(`http://${host}`)
+      .setIssuedAt()
+      .setExpirationTime("5m")
+      .sign(privateKey);
+
+  /** A REST call with a chosen Host header (default: the first instance's). */
+  const call = async (
+    method: string,
+    path: string,
+    token: string | undefined,
+    options: { body?: unknown; host?: string; accept?: string } = {},
+  ) => {
+    const headers: Record<string, string> = { host: options.host ?? `localhost:${port}` };
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (options.accept) headers.accept = options.accept;
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const response = await rawRequest(`http://127.0.0.1:${port}${path}`, {
+      method,
+      headers,
+      body:
+        options.body === undefined
+          ? undefined
+          : typeof options.body === "string"
+            ? options.body
+            : JSON.stringify(options.body),
+    });
+    let body: Json = {};
+    if (String(response.headers["content-type"] ?? "").includes("json")) body = JSON.parse(response.body);
+    return { status: response.status, body, text: response.body, headers: response.headers };
+  };
+  const instances = (method: string, path: string, token: string | undefined, body?: unknown) =>
+    call(method, `/resources/v3alpha/instances${path}`, token, { body });
+
+  const newInstance = (domain: string, extra: Json = {}) => ({
+    name: `Tenant ${domain}`,
+    domains: [domain],
+    first_org_name: "Tenant Org",
+    admin: { username: "tenant-admin", password: "Tenant-Password-1!" },
+    ...extra,
+  });
+
+  before(async () => {
+    const keys = await generateKeyPair("RS256");
+    privateKey = keys.privateKey as CryptoKey;
+    platform = await startPlatform({
+      listen: true,
+      env: { PLATFORM_SYSTEM_API_USERS: JSON.stringify({ "ops-robot": await exportSPKI(keys.publicKey) }) },
+    });
+    port = new URL(platform.url).port;
+    system = await systemToken();
+    ({ token: iamOwner } = await addMachineUser(platform, {
+      username: "first-iam-owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    }));
+  });
+  after(() => platform.stop());
+
+  it("creates an instance reachable by its domain at once; its data stays apart from the first instance", async () => {
+    const before = await eventCount(platform);
+    const created = await instances(
+      "POST",
+      "",
+      system,
+      newInstance("tenant2.localhost", { domains: ["tenant2.localhost", "Tenant2-alt.localhost"] }),
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.details.id as string;
+    assert.ok(created.body.org_id && created.body.admin_user_id);
+    assert.deepEqual(created.body.details.resource_owner, { type: "OWNER_TYPE_SYSTEM", id: "system" });
+    assert.ok((await eventCount(platform)) > before);
+
+    const got = await instances("GET", `/${id}`, system);
+    assert.equal(got.status, 200);
+    assert.equal(got.body.instance.name, "Tenant tenant2.localhost");
+    assert.deepEqual(got.body.instance.domains, ["tenant2.localhost", "tenant2-alt.localhost"]);
+    assert.equal(got.body.instance.primary_domain, "tenant2.localhost");
+    assert.equal(got.body.instance.default_org_id, created.body.org_id);
+    assert.equal(got.body.instance.blocked, false);
+    assert.equal(got.body.instance.state, "INSTANCE_STATE_ACTIVE");
+
+    // Host resolution picks up the new domains immediately.
+    const tenantHost = `tenant2.localhost:${port}`;
+    const tenantSystem = await systemToken(tenantHost);
+    const tenantDefault = await call(
+      "GET",
+      "/resources/v3alpha/organizations/_instance_default",
+      tenantSystem,
+      { host: tenantHost },
+    );
+    assert.equal(tenantDefault.status, 200, JSON.stringify(tenantDefault.body));
+    assert.equal(tenantDefault.body.organization.organization.name, "Tenant Org");
+    assert.equal(tenantDefault.body.organization.primary_domain, "tenant-org.tenant2.localhost");
+    const alt = await call(
+      "POST",
+      "/resources/v3alpha/organizations/_search",
+      await systemToken(`tenant2-alt.localhost:${port}`),
+      { host: `tenant2-alt.localhost:${port}`, body: [] },
+    );
+    assert.deepEqual(
+      alt.body.result.map((o: Json) => o.details.id),
+      [created.body.org_id],
+    );
+
+    // The first instance does not see the tenant's organizations: neither its IAM_OWNER nor a system user there.
+    for (const token of [iamOwner, system]) {
+      const orgs = await call("POST", "/resources/v3alpha/organizations/_search", token, { body: [] });
+      assert.equal(orgs.status, 200);
+      const names = orgs.body.result.map((o: Json) => o.organization.name);
+      assert.ok(names.includes("Platform"));
+      assert.ok(!names.includes("Tenant Org"), JSON.stringify(names));
+      const get = await call("GET", `/resources/v3alpha/organizations/${created.body.org_id}`, token);
+      assert.equal(get.status, 404);
+    }
+    // A system user may name the instance explicitly; the first instance's IAM_OWNER may not.
+    const explicit = await call(
+      "POST",
+      `/resources/v3alpha/organizations/_search?ctx.instance_id=${id}`,
+      system,
+      { body: [] },
+    );
+    assert.deepEqual(
+      explicit.body.result.map((o: Json) => o.organization.name),
+      ["Tenant Org"],
+    );
+    assert.equal(
+      (
+        await call("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${id}`, iamOwner, {
+          body: [],
+        })
+      ).status,
+      404,
+    );
+    // The first instance's PAT means nothing on the tenant's domain.
+    assert.equal(
+      (
+        await call("POST", "/resources/v3alpha/organizations/_search", iamOwner, {
+          host: tenantHost,
+          body: [],
+        })
+      ).status,
+      401,
+    );
+
+    // The admin exists in the new instance with IAM_OWNER.
+    const admin = await platform.db.query<{ username: string; org_id: string }>(
+      "SELECT username, org_id FROM users WHERE instance_id = $1 AND id = $2",
+      [id, created.body.admin_user_id],
+    );
+    assert.deepEqual(admin, [{ username: "tenant-admin", org_id: created.body.org_id }]);
+    const roles = await platform.db.query<{ roles: string[] }>(
+      "SELECT roles FROM memberships WHERE instance_id = $1 AND user_id = $2",
+      [id, created.body.admin_user_id],
+    );
+    assert.deepEqual(roles[0].roles, ["IAM_OWNER"]);
+  });
+
+  it("only system users may use the instances API", async () => {
+    const before = await eventCount(platform);
+    for (const [method, path, body] of [
+      ["POST", "", newInstance("nope.localhost")],
+      ["POST", "/_search", []],
+      ["GET", `/${platform.bootstrapResult!.instanceId}`, undefined],
+      ["POST", `/${platform.bootstrapResult!.instanceId}/_limit`, { block: true }],
+    ] as const) {
+      const denied = await instances(method, path, iamOwner, body);
+      assert.equal(denied.status, 403, `${method} ${path}`);
+      assert.equal(denied.body.code, 7);
+      assert.equal((await instances(method, path, undefined, body)).status, 401);
+    }
+    assert.equal(await eventCount(platform), before);
+  });
+
+  it("rejects bad input naming the field, storing nothing", async () => {
+    const before = await eventCount(platform);
+    const admin = { username: "a", password: "Long-enough-1!" };
+    const base = { name: "Bad", domains: ["bad.localhost"], first_org_name: "Org", admin };
+    const cases: Array<[unknown, RegExp]> = [
+      ["", /^instance: /],
+      [{}, /^instance\.name: /],
+      [{ ...base, name: "" }, /^instance\.name: /],
+      [{ ...base, name: "  " }, /^instance\.name: must not be blank/],
+      [{ ...base, name: "n".repeat(201) }, /^instance\.name: /],
+      [{ ...base, name: 7 }, /name/],
+      [{ ...base, domains: [] }, /^instance\.domains: /],
+      [{ ...base, domains: "bad.localhost" }, /domains/],
+      [{ ...base, domains: ["not a domain"] }, /^instance\.domains\[0\]: /],
+      [{ ...base, domains: ["ok.localhost", "ok.localhost"] }, /^instance\.domains/],
+      [{ ...base, domains: ["ok.localhost", "OK.localhost"] }, /^instance\.domains\[1\]: /],
+      [{ ...base, domains: [`${"d".repeat(250)}.com`] }, /^instance\.domains\[0\]: /],
+      [{ ...base, first_org_name: "" }, /^instance\.first_org_name: /],
+      [{ ...base, admin: undefined }, /^instance\.admin: /],
+      [{ ...base, admin: { ...admin, username: "" } }, /^instance\.admin\.username: /],
+      [{ ...base, admin: { ...admin, username: "with space" } }, /^instance\.admin\.username: /],
+      [{ ...base, admin: { ...admin, password: "" } }, /^instance\.admin\.password: /],
+      [
+        { ...base, admin: { ...admin, password: "short" } },
+        /^instance\.admin\.password: must be at least \d+ characters/,
+      ],
+      [{ ...base, color: "blue" }, /color/],
+    ];
+    for (const [body, message] of cases) {
+      const result = await instances("POST", "", system, body);
+      assert.equal(result.status, 400, `${JSON.stringify(body)}: ${JSON.stringify(result.body)}`);
+      assert.equal(result.body.code, 3);
+      assert.match(result.body.message, message, JSON.stringify(body));
+    }
+    const id = platform.bootstrapResult!.instanceId;
+    for (const [path, body, message] of [
+      [`/${id}/_limit`, { audit_log_retention: "-5s" }, /^limits\.audit_log_retention: /],
+      [`/${id}/_limit`, { block: "yes" }, /block/],
+      ["/_bulk_limit", { block: true }, /^limits\.instance_ids: /],
+      ["/_bulk_limit", { instance_ids: [""], block: true }, /^limits\.instance_ids\[0\]: /],
+      ["/_search?query.limit=1001", [], /^query\.limit: /],
+      ["/_search", [{ name: { name: "x", method: 99 } }], /^filters\[0\]\.name\.method: /],
+    ] as const) {
+      const result = await instances("POST", path, system, body);
+      assert.equal(result.status, 400, `${path} ${JSON.stringify(body)}: ${JSON.stringify(result.body)}`);
+      assert.match(result.body.message, message);
+    }
+    // a domain another instance uses is ALREADY_EXISTS, all or nothing
+    const taken = await instances(
+      "POST",
+      "",
+      system,
+      newInstance("fresh.localhost", { domains: ["fresh.localhost", "LOCALHOST"] }),
+    );
+    assert.equal(taken.status, 409);
+    assert.equal(taken.body.code, 6);
+    assert.equal(await eventCount(platform), before);
+    assert.equal((await call("GET", "/healthz", undefined, { host: `fresh.localhost:${port}` })).status, 200);
+    assert.equal(
+      (
+        await call("POST", "/resources/v3alpha/instances/_search", system, {
+          host: `fresh.localhost:${port}`,
+          body: [],
+        })
+      ).status,
+      404,
+    );
+  });
+
+  it("patches, searches (limit 1000, default page and order) and deletes instances", async () => {
+    const a = (await instances("POST", "", system, newInstance("order-a.localhost"))).body.details
+      .id as string;
+    const b = (await instances("POST", "", system, newInstance("order-b.localhost"))).body.details
+      .id as string;
+
+    const before = await eventCount(platform);
+    const current = await instances("GET", `/${a}`, system);
+    for (const body of [{}, { name: "Tenant order-a.localhost" }]) {
+      const same = await instances("PATCH", `/${a}`, system, body);
+      assert.equal(same.status, 200);
+      assert.equal(same.body.details.sequence, current.body.instance.details.sequence);
+    }
+    assert.equal(await eventCount(platform), before, "a patch without changes stores nothing");
+    const renamed = await instances("PATCH", `/${a}`, system, { name: "Renamed A" });
+    assert.equal(renamed.status, 200);
+    assert.equal((await instances("GET", `/${a}`, system)).body.instance.name, "Renamed A");
+    assert.equal((await instances("PATCH", `/${a}`, system, { name: "" })).status, 400);
+
+    const all = await instances("POST", "/_search", system, []);
+    assert.equal(all.status, 200);
+    assert.equal(all.body.details.applied_limit, 100);
+    assert.deepEqual(
+      all.body.result.slice(0, 2).map((i: Json) => i.details.id),
+      [b, a],
+      "newest first",
+    );
+    assert.equal(all.body.result.at(-1).details.id, platform.bootstrapResult!.instanceId);
+    assert.ok(BigInt(all.body.details.processed_sequence) > 0n);
+    const max = await instances("POST", "/_search?query.limit=1000&query.asc=true", system, []);
+    assert.equal(max.status, 200);
+    assert.equal(max.body.result[0].details.id, platform.bootstrapResult!.instanceId);
+    const byDomain = await instances("POST", "/_search", system, [
+      { domains: { domains: ["ORDER-B.localhost"] } },
+    ]);
+    assert.deepEqual(
+      byDomain.body.result.map((i: Json) => i.details.id),
+      [b],
+    );
+    const byName = await instances("POST", "/_search", system, [
+      { name: { name: "renamed", method: "TEXT_FILTER_METHOD_STARTS_WITH_IGNORE_CASE" } },
+      { in_ids: { ids: [a, b] } },
+    ]);
+    assert.deepEqual(
+      byName.body.result.map((i: Json) => i.details.id),
+      [a],
+    );
+
+    const deleted = await instances("DELETE", `/${a}`, system);
+    assert.equal(deleted.status, 200);
+    assert.equal((await instances("GET", `/${a}`, system)).status, 404);
+    assert.equal((await instances("DELETE", `/${a}`, system)).status, 404);
+    const host = `order-a.localhost:${port}`;
+    const gone = await call("POST", "/resources/v3alpha/organizations/_search", await systemToken(host), {
+      host,
+      body: [],
+    });
+    assert.equal(gone.status, 404);
+    assert.deepEqual(gone.body, { code: 5, message: "instance not found", details: [] });
+    assert.equal(
+      (
+        await call("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${a}`, system, {
+          body: [],
+        })
+      ).status,
+      404,
+    );
+    // its domain is free again
+    const reused = await instances("POST", "", system, newInstance("order-a.localhost"));
+    assert.equal(reused.status, 201, JSON.stringify(reused.body));
+  });
+
+  it("a blocked instance answers 429 to API calls and a page to browsers until unblocked", async () => {
+    const created = await instances("POST", "", system, newInstance("blocked.localhost"));
+    const id = created.body.details.id as string;
+    const host = `blocked.localhost:${port}`;
+    const token = await systemToken(host);
+    const probe = (accept?: string) =>
+      call("GET", "/resources/v3alpha/organizations/_instance_default", token, { host, accept });
+    assert.equal((await probe()).status, 200);
+
+    const limited = await instances("POST", `/${id}/_limit`, system, {
+      block: true,
+      audit_log_retention: "86400s",
+    });
+    assert.equal(limited.status, 200, JSON.stringify(limited.body));
+    const blocked = await probe();
+    assert.equal(blocked.status, 429);
+    assert.deepEqual(blocked.body, { code: 8, message: "the instance is blocked", details: [] });
+    const page = await probe("text/html,application/xhtml+xml");
+    assert.equal(page.status, 429);
+    assert.match(String(page.headers["content-type"]), /^text\/html/);
+    assert.match(page.text, /<h1>This instance is blocked<\/h1>/);
+    assert.equal((await call("GET", "/anything", undefined, { host, accept: "text/html" })).status, 429);
+    // other instances are unaffected; the instances API stays reachable
+    assert.equal(
+      (await call("POST", "/resources/v3alpha/organizations/_search", iamOwner, { body: [] })).status,
+      200,
+    );
+    const got = await instances("GET", `/${id}`, system);
+    assert.equal(got.body.instance.blocked, true);
+    assert.equal(got.body.instance.audit_log_retention, "86400s");
+
+    const before = await eventCount(platform);
+    const same = await instances("POST", `/${id}/_limit`, system, { block: true });
+    assert.equal(same.body.details.sequence, limited.body.details.sequence);
+    assert.equal((await instances("POST", `/${id}/_limit`, system, {})).status, 200);
+    assert.equal(await eventCount(platform), before, "unchanged limits store nothing");
+
+    const unblocked = await instances("POST", `/${id}/_limit`, system, { block: false });
+    assert.equal(unblocked.status, 200);
+    assert.equal((await probe()).status, 200);
+    assert.equal((await instances("GET", `/${id}`, system)).body.instance.audit_log_retention, "86400s");
+
+    // bulk: all or nothing
+    const other = (await instances("POST", "", system, newInstance("bulk.localhost"))).body.details
+      .id as string;
+    const beforeBulk = await eventCount(platform);
+    const unknown = await instances("POST", "/_bulk_limit", system, {
+      instance_ids: [id, "4242"],
+      block: true,
+    });
+    assert.equal(unknown.status, 404);
+    assert.equal(await eventCount(platform), beforeBulk);
+    const bulk = await instances("POST", "/_bulk_limit", system, {
+      instance_ids: [id, other],
+      block: true,
+      audit_log_retention: "0s",
+    });
+    assert.equal(bulk.status, 200, JSON.stringify(bulk.body));
+    assert.deepEqual(
+      bulk.body.details.map((d: Json) => d.id),
+      [id, other],
+    );
+    assert.equal((await probe()).status, 429);
+    assert.equal(
+      (
+        await call(
+          "GET",
+          "/resources/v3alpha/organizations/_instance_default",
+          await systemToken(`bulk.localhost:${port}`),
+          { host: `bulk.localhost:${port}` },
+        )
+      ).status,
+      429,
+    );
+    assert.equal((await instances("GET", `/${id}`, system)).body.instance.audit_log_retention, undefined);
+    assert.equal(
+      (await instances("POST", "/_bulk_limit", system, { instance_ids: [id, other], block: false })).status,
+      200,
+    );
+    assert.equal((await probe()).status, 200);
+  });
+});

@@ -1,0 +1,401 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  addMachineUser,
+  addOrg,
+  eventCount,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
+import { addMembershipEvent } from "../../domain/membership/commands.ts";
+import { ContextType } from "../../domain/membership/events.ts";
+import { PlatformMemberships } from "../../gen/platform/resources/membership/v3alpha/membership_service_pb.ts";
+import { newId } from "../../id.ts";
+
+const MEMBERSHIPS = "/resources/v3alpha/memberships";
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers
+type Json = any;
+
+describe("memberships", () => {
+  let platform: TestPlatform;
+  let owner: string; // IAM_OWNER token
+  let instanceId: string;
+  let orgA: string;
+  let orgB: string;
+
+  const rest = async (
+    path: string,
+    init: { method?: string; json?: unknown; token?: string | null } = {},
+  ): Promise<{ status: number; text: string; json: Json }> => {
+    const headers: Record<string, string> = {};
+    if (init.token !== null) headers.authorization = `Bearer ${init.token ?? owner}`;
+    if (init.json !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(`${platform.url}${path}`, {
+      method: init.method ?? "GET",
+      headers,
+      body: init.json !== undefined ? JSON.stringify(init.json) : undefined,
+    });
+    const text = await response.text();
+    return { status: response.status, text, json: text ? JSON.parse(text) : undefined };
+  };
+  const member = async (username: string, orgId?: string) =>
+    addMachineUser(platform, { username, orgId: orgId ?? platform.bootstrapResult!.orgId });
+
+  before(async () => {
+    platform = await startPlatform({ listen: true });
+    instanceId = platform.bootstrapResult!.instanceId;
+    ({ token: owner } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    }));
+    orgA = await addOrg(platform, "Members A");
+    orgB = await addOrg(platform, "Members B");
+  });
+  after(() => platform.stop());
+
+  it("create → get → patch → search → delete; the roles take effect at once", async () => {
+    const { userId, token } = await member("manager", orgA);
+    const someone = await member("someone", orgA);
+    // Without a membership the user cannot read users of org A.
+    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 403);
+
+    const created = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
+      method: "POST",
+      json: { user_id: userId, roles: ["ORG_USER_MANAGER"] },
+    });
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.details.id;
+    assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgA });
+    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 200);
+
+    const got = await rest(`${MEMBERSHIPS}/${id}`);
+    assert.equal(got.status, 200, got.text);
+    assert.equal(got.json.membership.user_id, userId);
+    assert.deepEqual(got.json.membership.roles, ["ORG_USER_MANAGER"]);
+    assert.deepEqual(got.json.membership.context, { type: "MEMBERSHIP_CONTEXT_TYPE_ORG", id: orgA });
+    assert.equal(got.json.membership.details.sequence, created.json.details.sequence);
+
+    // Patch with no change: no event.
+    const count = await eventCount(platform);
+    for (const json of [{ roles: ["ORG_USER_MANAGER"] }, {}, undefined]) {
+      const same = await rest(`${MEMBERSHIPS}/${id}`, { method: "PATCH", json });
+      assert.equal(same.status, 200, same.text);
+      assert.equal(same.json.details.sequence, created.json.details.sequence);
+    }
+    assert.equal(await eventCount(platform), count);
+
+    // Patch to a viewer role: reading still works, writing does not (the cache was dropped).
+    const patched = await rest(`${MEMBERSHIPS}/${id}`, {
+      method: "PATCH",
+      json: { roles: ["ORG_OWNER_VIEWER"] },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal(patched.json.details.sequence, "2");
+    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 200);
+    assert.equal(
+      (await rest(`/resources/v3alpha/users/${someone.userId}/_lock`, { method: "POST", token })).status,
+      403,
+    );
+
+    const found = await rest(`${MEMBERSHIPS}/_search`, {
+      method: "POST",
+      json: [{ user: { user_id: userId } }],
+    });
+    assert.equal(found.status, 200, found.text);
+    assert.deepEqual(
+      found.json.result.map((m: Json) => [m.details.id, m.roles]),
+      [[id, ["ORG_OWNER_VIEWER"]]],
+    );
+    const byRole = await rest(`${MEMBERSHIPS}/_search`, {
+      method: "POST",
+      json: [{ role: { role: "ORG_OWNER_VIEWER" } }],
+    });
+    assert.deepEqual(
+      byRole.json.result.map((m: Json) => m.details.id),
+      [id],
+    );
+
+    const deleted = await rest(`${MEMBERSHIPS}/${id}`, { method: "DELETE" });
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.equal((await rest(`${MEMBERSHIPS}/${id}`)).status, 404);
+    assert.equal((await rest(`${MEMBERSHIPS}/${id}`, { method: "DELETE" })).status, 404);
+    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 403);
+    // After removal the same user may become a member again.
+    const again = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
+      method: "POST",
+      json: { user_id: userId, roles: ["ORG_OWNER"] },
+    });
+    assert.equal(again.status, 201, again.text);
+  });
+
+  it("a second membership of the same user in the same context is 409 ALREADY_EXISTS", async () => {
+    const { userId } = await member("twice");
+    const first = await rest(MEMBERSHIPS, {
+      method: "POST",
+      json: { user_id: userId, roles: ["IAM_OWNER_VIEWER"] },
+    });
+    assert.equal(first.status, 201, first.text);
+    assert.deepEqual(first.json.details.resource_owner, { type: "OWNER_TYPE_INSTANCE", id: instanceId });
+    const before = await eventCount(platform);
+    const second = await rest(MEMBERSHIPS, {
+      method: "POST",
+      json: { user_id: userId, roles: ["IAM_OWNER"] },
+    });
+    assert.equal(second.status, 409, second.text);
+    assert.equal(second.json.code, 6);
+    assert.equal(await eventCount(platform), before);
+    // Another context is another membership.
+    const inOrg = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      method: "POST",
+      json: { user_id: userId, roles: ["ORG_OWNER"] },
+    });
+    assert.equal(inOrg.status, 201, inOrg.text);
+  });
+
+  it("roles are validated against the context; available roles per context", async () => {
+    const roles = async (query: string) => {
+      const r = await rest(`${MEMBERSHIPS}/roles${query}`);
+      assert.equal(r.status, 200, r.text);
+      return r.json.roles;
+    };
+    assert.deepEqual(await roles(""), [
+      "IAM_OWNER",
+      "IAM_OWNER_VIEWER",
+      "IAM_ORG_MANAGER",
+      "IAM_USER_MANAGER",
+    ]);
+    assert.deepEqual(await roles(`?ctx.org_id=${orgA}`), [
+      "ORG_OWNER",
+      "ORG_OWNER_VIEWER",
+      "ORG_USER_MANAGER",
+      "ORG_PROJECT_CREATOR",
+    ]);
+    const [project] = await platform.db.query<{ id: string }>("SELECT id FROM projects LIMIT 1");
+    assert.deepEqual(await roles(`?project_id=${project.id}`), ["PROJECT_OWNER", "PROJECT_OWNER_VIEWER"]);
+    assert.equal((await rest(`${MEMBERSHIPS}/roles?project_id=${newId()}`)).status, 404);
+    assert.equal((await rest(`${MEMBERSHIPS}/roles?ctx.org_id=${newId()}`)).status, 404);
+
+    const { userId } = await member("roles");
+    const before = await eventCount(platform);
+    const cases: Array<[string, unknown, RegExp]> = [
+      [
+        "",
+        { user_id: userId, roles: ["ORG_OWNER"] },
+        /^membership\.roles\[0\]: "ORG_OWNER" is not a role of instance/,
+      ],
+      [
+        `?ctx.org_id=${orgA}`,
+        { user_id: userId, roles: ["ORG_OWNER", "IAM_OWNER"] },
+        /^membership\.roles\[1\]: "IAM_OWNER" is not a role/,
+      ],
+      ["", { user_id: userId, roles: [] }, /^membership\.roles: is required$/],
+      ["", { user_id: userId }, /^membership\.roles: is required$/],
+      ["", { user_id: "", roles: ["IAM_OWNER"] }, /^membership\.user_id: is required$/],
+      [
+        "",
+        { user_id: "x".repeat(201), roles: ["IAM_OWNER"] },
+        /^membership\.user_id: must be at most 200 characters$/,
+      ],
+      [
+        "",
+        { user_id: userId, roles: ["IAM_OWNER", "IAM_OWNER"] },
+        /^membership\.roles\[1\]: must be unique$/,
+      ],
+      ["", { user_id: userId, roles: [""] }, /^membership\.roles\[0\]: must not be empty$/],
+      [
+        "",
+        { user_id: userId, roles: ["R".repeat(201)] },
+        /^membership\.roles\[0\]: must be at most 200 characters$/,
+      ],
+      ["", { user_id: userId, roles: "IAM_OWNER" }, /roles/],
+      ["", { user_id: 12, roles: ["IAM_OWNER"] }, /user_id/],
+      [
+        "",
+        { user_id: userId, roles: ["IAM_OWNER"], project_id: "" },
+        /^membership\.project_id: must not be empty$/,
+      ],
+      ["", { user_id: userId, roles: ["IAM_OWNER"], context: 1 }, /context/],
+      ["", undefined, /^membership: is required$/],
+    ];
+    for (const [query, json, message] of cases) {
+      const r = await rest(`${MEMBERSHIPS}${query}`, { method: "POST", json });
+      assert.equal(r.status, 400, `${JSON.stringify(json)} → ${r.text}`);
+      assert.equal(r.json.code, 3);
+      assert.match(r.json.message, message);
+    }
+    const unknownEnum = await rest(`${MEMBERSHIPS}/_search`, {
+      method: "POST",
+      json: [{ context: { type: "MEMBERSHIP_CONTEXT_TYPE_GALAXY" } }],
+    });
+    assert.equal(unknownEnum.status, 400);
+    assert.match(unknownEnum.json.message, /^filters\[0\]\.context\.type: unknown value/);
+    const unknownUser = await rest(MEMBERSHIPS, {
+      method: "POST",
+      json: { user_id: newId(), roles: ["IAM_OWNER"] },
+    });
+    assert.equal(unknownUser.status, 404);
+    const unknownProject = await rest(MEMBERSHIPS, {
+      method: "POST",
+      json: { user_id: userId, roles: ["PROJECT_OWNER"], project_id: newId() },
+    });
+    assert.equal(unknownProject.status, 404);
+    assert.equal(await eventCount(platform), before);
+
+    // Project memberships.
+    const inProject = await rest(MEMBERSHIPS, {
+      method: "POST",
+      json: { user_id: userId, roles: ["PROJECT_OWNER"], project_id: project.id },
+    });
+    assert.equal(inProject.status, 201, inProject.text);
+    const got = await rest(`${MEMBERSHIPS}/${inProject.json.details.id}`);
+    assert.deepEqual(got.json.membership.context, {
+      type: "MEMBERSHIP_CONTEXT_TYPE_PROJECT",
+      id: project.id,
+    });
+    const patch = await rest(`${MEMBERSHIPS}/${inProject.json.details.id}`, {
+      method: "PATCH",
+      json: { roles: ["ORG_OWNER"] },
+    });
+    assert.equal(patch.status, 400);
+    assert.match(patch.json.message, /^membership\.roles\[0\]: /);
+  });
+
+  it("permissions: membership.write in the context; searches show only readable memberships", async () => {
+    const a = await addMachineUser(platform, {
+      username: "org-a-owner",
+      orgId: orgA,
+      membership: { contextType: "org", contextId: orgA, roles: ["ORG_OWNER"] },
+    });
+    const target = await member("target-b", orgB);
+    // ORG_OWNER of A may not add members to B nor to the instance.
+    const toB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      method: "POST",
+      json: { user_id: target.userId, roles: ["ORG_OWNER"] },
+      token: a.token,
+    });
+    assert.equal(toB.status, 403, toB.text);
+    assert.equal(
+      (
+        await rest(MEMBERSHIPS, {
+          method: "POST",
+          json: { user_id: target.userId, roles: ["IAM_OWNER"] },
+          token: a.token,
+        })
+      ).status,
+      403,
+    );
+    const inA = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
+      method: "POST",
+      json: { user_id: target.userId, roles: ["ORG_OWNER_VIEWER"] },
+      token: a.token,
+    });
+    assert.equal(inA.status, 201, inA.text);
+
+    // A's owner reads org A memberships only (not B's, not the instance's).
+    const seen = await rest(`${MEMBERSHIPS}/_search`, { method: "POST", token: a.token });
+    assert.equal(seen.status, 200, seen.text);
+    assert.ok(seen.json.result.length >= 2);
+    assert.ok(seen.json.result.every((m: Json) => m.details.resource_owner.id === orgA));
+    assert.equal(
+      (await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { method: "POST", token: a.token })).json
+        .result.length,
+      0,
+    );
+
+    const inB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      method: "POST",
+      json: { user_id: a.userId, roles: ["ORG_OWNER_VIEWER"] },
+    });
+    assert.equal(inB.status, 201);
+    // ...until the B membership (viewer) grants membership.read there: ORG_OWNER_VIEWER has it.
+    const withB = await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { method: "POST", token: a.token });
+    assert.ok(withB.json.result.some((m: Json) => m.details.id === inB.json.details.id));
+    assert.ok(withB.json.result.every((m: Json) => m.details.resource_owner.id === orgB));
+    const idsInB = withB.json.result.length;
+    assert.equal(
+      (await rest(`${MEMBERSHIPS}/${inB.json.details.id}`, { method: "DELETE", token: a.token })).status,
+      403,
+    );
+    assert.equal((await rest(`${MEMBERSHIPS}/${inB.json.details.id}`, { method: "DELETE" })).status, 200);
+    const afterRemoval = await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, {
+      method: "POST",
+      token: a.token,
+    });
+    assert.equal(afterRemoval.json.result.length, 0, `${idsInB} before, none after the removal`);
+    assert.equal((await rest(`${MEMBERSHIPS}/_search`, { method: "POST", token: null })).status, 401);
+  });
+
+  it("deleting a user removes its memberships and frees their contexts", async () => {
+    const { userId } = await member("leaving", orgA);
+    for (const query of ["", `?ctx.org_id=${orgA}`]) {
+      const r = await rest(`${MEMBERSHIPS}${query}`, {
+        method: "POST",
+        json: { user_id: userId, roles: [query ? "ORG_OWNER" : "IAM_USER_MANAGER"] },
+      });
+      assert.equal(r.status, 201, r.text);
+    }
+    assert.equal((await rest(`/resources/v3alpha/users/${userId}`, { method: "DELETE" })).status, 200);
+    const left = await rest(`${MEMBERSHIPS}/_search`, {
+      method: "POST",
+      json: [{ user: { user_id: userId } }],
+    });
+    assert.equal(left.json.details.total_result, "0");
+    const events = await platform.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM events WHERE event_type = 'membership.removed' AND payload->>'user_id' = $1",
+      [userId],
+    );
+    assert.equal(Number(events[0].n), 2);
+    const constraints = await platform.db.query(
+      "SELECT 1 FROM unique_constraints WHERE unique_type = 'membership' AND unique_field LIKE $1",
+      [`%:${userId}`],
+    );
+    assert.equal(constraints.length, 0);
+  });
+
+  it("search paging: default 100, descending by creation, limit 1000 accepted, 1001 rejected", async () => {
+    const org = await addOrg(platform, "Members Paging");
+    const ids: string[] = [];
+    await platform.eventStore.push({ instanceId, creator: "test" }, async () =>
+      Array.from({ length: 110 }, () => {
+        const id = newId();
+        ids.push(id);
+        return addMembershipEvent(id, org, {
+          context_type: ContextType.org,
+          context_id: org,
+          user_id: newId(),
+          roles: ["ORG_OWNER_VIEWER"],
+        });
+      }),
+    );
+    let r = await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${org}`, { method: "POST" });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.result.length, 100);
+    assert.equal(r.json.details.total_result, "110");
+    assert.deepEqual(
+      r.json.result.map((m: Json) => m.details.id),
+      [...ids].reverse().slice(0, 100),
+    );
+    r = await rest(`${MEMBERSHIPS}/_search?query.limit=1000`, { method: "POST" });
+    assert.equal(r.status, 200);
+    assert.equal(r.json.details.applied_limit, 1000);
+    r = await rest(`${MEMBERSHIPS}/_search?query.limit=1001`, { method: "POST" });
+    assert.equal(r.status, 400);
+    assert.match(r.json.message, /^query\.limit: /);
+  });
+
+  it("is served over gRPC", async () => {
+    const client = createClient(PlatformMemberships, createGrpcTransport({ baseUrl: platform.url }));
+    const headers = { authorization: `Bearer ${owner}` };
+    const { roles } = await client.listAvailableRoles({}, { headers });
+    assert.ok(roles.includes("IAM_OWNER"));
+    await assert.rejects(
+      client.createMembership({ membership: { userId: "", roles: ["IAM_OWNER"] } }, { headers }),
+      (e) =>
+        e instanceof ConnectError &&
+        e.code === Code.InvalidArgument &&
+        /membership\.user_id/.test(e.rawMessage),
+    );
+  });
+});

@@ -1,0 +1,598 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  ADMIN_PASSWORD,
+  addMachineUser,
+  addOrg,
+  eventCount,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
+import { hashPassword } from "../../crypto/password.ts";
+import { SESSION } from "../../domain/session/events.ts";
+import { addHumanEvent } from "../../domain/user/commands.ts";
+import { USER, UserEvent, UserState } from "../../domain/user/events.ts";
+import { PlatformSessions } from "../../gen/platform/resources/session/v3alpha/session_service_pb.ts";
+import { newId } from "../../id.ts";
+
+const BASE = "/resources/v3alpha/sessions";
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers
+type Json = any;
+
+interface Answer {
+  status: number;
+  body: Json;
+  text: string;
+}
+
+/** REST calls against one platform; every answer's text is kept to prove no secret leaks. */
+function restClient(platform: () => TestPlatform, texts: string[]) {
+  return async (
+    method: string,
+    path: string,
+    options: { token?: string | null; json?: unknown } = {},
+  ): Promise<Answer> => {
+    const headers = new Headers();
+    if (options.token) headers.set("authorization", `Bearer ${options.token}`);
+    if (options.json !== undefined) headers.set("content-type", "application/json");
+    const response = await fetch(`${platform().url}${path}`, {
+      method,
+      headers,
+      body: options.json !== undefined ? JSON.stringify(options.json) : undefined,
+    });
+    const text = await response.text();
+    texts.push(text);
+    return { status: response.status, body: text ? JSON.parse(text) : undefined, text };
+  };
+}
+
+/** A human user with a password, created through events (the users API is written in parallel). */
+async function addHuman(platform: TestPlatform, username: string, password: string): Promise<string> {
+  const userId = newId();
+  const orgId = platform.bootstrapResult!.orgId;
+  const event = addHumanEvent(userId, orgId, {
+    username,
+    profile: { given_name: "Test", family_name: username, display_name: `Test ${username}` },
+    email: { address: `${username}@example.com`, is_verified: true },
+    password_hash: await hashPassword(password),
+  });
+  await platform.eventStore.push(
+    { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
+    async () => [event],
+  );
+  return userId;
+}
+
+/** Appends one event to a user (lock state changes the users API will offer as `_unlock` etc.). */
+async function appendUserEvent(platform: TestPlatform, userId: string, type: string): Promise<void> {
+  await platform.eventStore.push(
+    { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
+    async (tx) => {
+      await tx.load(USER, userId);
+      return [
+        {
+          aggregateType: USER,
+          aggregateId: userId,
+          resourceOwner: platform.bootstrapResult!.orgId,
+          type,
+          payload: null,
+        },
+      ];
+    },
+  );
+}
+
+async function userState(platform: TestPlatform, userId: string): Promise<number> {
+  const rows = await platform.db.query<{ state: number }>("SELECT state FROM users WHERE id = $1", [userId]);
+  return Number(rows[0].state);
+}
+
+async function eventsOfType(platform: TestPlatform, userId: string, type: string): Promise<number> {
+  const rows = await platform.db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type = $3",
+    [USER, userId, type],
+  );
+  return Number(rows[0].n);
+}
+
+describe("sessions", () => {
+  let platform: TestPlatform;
+  const texts: string[] = [];
+  const rest = restClient(() => platform, texts);
+  let owner: string; // IAM_OWNER
+  let orgManager: string; // ORG_USER_MANAGER of the default org
+  let otherManager: { userId: string; token: string }; // ORG_USER_MANAGER of another org
+  let nobody: { userId: string; token: string }; // no role
+  let orgId: string;
+  let adminId: string;
+
+  const createSession = (checks: unknown, token: string | null = owner) =>
+    rest("POST", BASE, { token, json: { checks } });
+
+  before(async () => {
+    platform = await startPlatform({ listen: true });
+    orgId = platform.bootstrapResult!.orgId;
+    adminId = platform.bootstrapResult!.adminUserId;
+    ({ token: owner } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    }));
+    ({ token: orgManager } = await addMachineUser(platform, {
+      username: "org-manager",
+      membership: { contextType: "org", roles: ["ORG_USER_MANAGER"] },
+    }));
+    const otherOrg = await addOrg(platform, "Other Org");
+    otherManager = await addMachineUser(platform, {
+      username: "other-manager",
+      orgId: otherOrg,
+      membership: { contextType: "org", contextId: otherOrg, roles: ["ORG_USER_MANAGER"] },
+    });
+    nobody = await addMachineUser(platform, { username: "nobody" });
+  });
+  after(() => platform.stop());
+
+  it("creates by login name, domain login name and user ID; gets, patches, searches and deletes", async () => {
+    const startedAt = new Date(Date.now() - 1000).toISOString();
+    const byName = await createSession({ user: { login_name: "admin" } });
+    assert.equal(byName.status, 201, byName.text);
+    assert.deepEqual(Object.keys(byName.body).sort(), ["details", "session_token"]);
+    assert.match(byName.body.session_token, /^[\w-]{43}$/);
+    assert.deepEqual(byName.body.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
+    assert.equal(byName.body.details.sequence, "2");
+
+    const byDomain = await createSession({ user: { loginName: "Admin@Platform.LOCALHOST" } });
+    assert.equal(byDomain.status, 201, byDomain.text);
+    const byId = await createSession({ user: { user_id: adminId } });
+    assert.equal(byId.status, 201, byId.text);
+    // With the password right away.
+    const withPassword = await createSession({
+      user: { login_name: "admin@platform.localhost" },
+      password: { password: ADMIN_PASSWORD },
+    });
+    assert.equal(withPassword.status, 201, withPassword.text);
+
+    // Get: the user and the factors with their times, no token.
+    const got = await rest("GET", `${BASE}/${byName.body.details.id}`, { token: owner });
+    assert.equal(got.status, 200, got.text);
+    const session = got.body.session.session;
+    assert.equal(session.id, byName.body.details.id);
+    assert.deepEqual(session.user, {
+      id: adminId,
+      login_name: "admin@platform.localhost",
+      display_name: session.user.display_name,
+      org_id: orgId,
+    });
+    assert.ok(session.user.display_name.length > 0);
+    assert.ok(Date.parse(session.factors.user.verified_at) >= Date.parse(startedAt));
+    assert.equal(session.factors.password, undefined, "no password check yet");
+    assert.equal(got.body.session.details.sequence, byName.body.details.sequence);
+    const withPw = await rest("GET", `${BASE}/${withPassword.body.details.id}`, { token: owner });
+    assert.ok(withPw.body.session.session.factors.password.verified_at);
+
+    // Patch: add the password check, proven by the session token.
+    const patched = await rest("PATCH", `${BASE}/${byName.body.details.id}`, {
+      token: owner,
+      json: { session_token: byName.body.session_token, checks: { password: { password: ADMIN_PASSWORD } } },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal(patched.body.details.sequence, "3");
+    const afterPatch = await rest("GET", `${BASE}/${byName.body.details.id}`, { token: owner });
+    const factors = afterPatch.body.session.session.factors;
+    assert.ok(Date.parse(factors.password.verified_at) >= Date.parse(factors.user.verified_at));
+    assert.equal(afterPatch.body.session.details.sequence, "3");
+
+    // A patch with no checks changes nothing and succeeds; renewing the user check works.
+    const noChange = await rest("PATCH", `${BASE}/${byName.body.details.id}`, {
+      token: owner,
+      json: { session_token: byName.body.session_token },
+    });
+    assert.equal(noChange.status, 200, noChange.text);
+    assert.equal(noChange.body.details.sequence, "3");
+    const recheck = await rest("PATCH", `${BASE}/${byName.body.details.id}`, {
+      token: owner,
+      json: { session_token: byName.body.session_token, checks: { user: { login_name: "admin" } } },
+    });
+    assert.equal(recheck.status, 200, recheck.text);
+    assert.equal(recheck.body.details.sequence, "4");
+
+    // Search: by user, newest first by default, and by creation date.
+    const ids = [byName, byDomain, byId, withPassword].map((s) => s.body.details.id);
+    const found = await rest("POST", `${BASE}/_search`, {
+      token: owner,
+      json: [{ user_id: { user_id: adminId } }],
+    });
+    assert.equal(found.status, 200, found.text);
+    assert.deepEqual(
+      found.body.result.map((r: Json) => r.session.id),
+      [...ids].reverse(),
+    );
+    assert.equal(found.body.details.total_result, "4");
+    assert.equal(found.body.details.applied_limit, 100);
+    assert.equal(found.body.details.end_of_list, true);
+    assert.equal(found.body.sorting_column, "SESSION_FIELD_NAME_UNSPECIFIED");
+    const asc = await rest("POST", `${BASE}/_search?query.asc=true&query.limit=2`, {
+      token: owner,
+      json: [{ user_id: { user_id: adminId } }],
+    });
+    assert.deepEqual(
+      asc.body.result.map((r: Json) => r.session.id),
+      ids.slice(0, 2),
+    );
+    assert.equal(asc.body.details.end_of_list, false);
+    const createdAt = found.body.result.at(-1).session.creation_date; // the oldest
+    const exact = await rest("POST", `${BASE}/_search`, {
+      token: owner,
+      json: [{ creation_date: { creation_date: createdAt } }],
+    });
+    assert.deepEqual(
+      exact.body.result.map((r: Json) => r.session.id),
+      [ids[0]],
+    );
+    const newer = await rest("POST", `${BASE}/_search`, {
+      token: owner,
+      json: [
+        { user_id: { user_id: adminId } },
+        { creation_date: { creation_date: createdAt, method: "TIMESTAMP_Filter_METHOD_GREATER" } },
+      ],
+    });
+    assert.deepEqual(
+      newer.body.result.map((r: Json) => r.session.id),
+      ids.slice(1).reverse(),
+    );
+    const byIds = await rest("POST", `${BASE}/_search?sorting_column=SESSION_FIELD_NAME_ID&query.asc=true`, {
+      token: owner,
+      json: [{ in_ids: { ids: [ids[2], ids[0]] } }],
+    });
+    assert.deepEqual(
+      byIds.body.result.map((r: Json) => r.session.id),
+      [ids[0], ids[2]].sort(),
+    );
+
+    // Delete: with session.delete, and with the session's own token by a caller without permission.
+    const before = await eventCount(platform);
+    const denied = await rest("DELETE", `${BASE}/${ids[1]}`, { token: nobody.token });
+    assert.equal(denied.status, 403, denied.text);
+    assert.equal(denied.body.message, "permission denied: session.delete is required");
+    const wrongToken = await rest("DELETE", `${BASE}/${ids[1]}?session_token=${byName.body.session_token}`, {
+      token: nobody.token,
+    });
+    assert.equal(wrongToken.status, 403, wrongToken.text);
+    assert.deepEqual(wrongToken.body, { code: 7, message: "session token is invalid", details: [] });
+    assert.equal(await eventCount(platform), before);
+
+    const deleted = await rest("DELETE", `${BASE}/${ids[0]}`, { token: owner });
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.equal(deleted.body.details.id, ids[0]);
+    assert.equal(deleted.body.details.sequence, "5");
+    const byToken = await rest(
+      "DELETE",
+      `${BASE}/${ids[1]}?session_token=${encodeURIComponent(byDomain.body.session_token)}`,
+      { token: nobody.token },
+    );
+    assert.equal(byToken.status, 200, byToken.text);
+    for (const id of ids.slice(0, 2)) {
+      const gone = await rest("GET", `${BASE}/${id}`, { token: owner });
+      assert.equal(gone.status, 404);
+      assert.deepEqual(gone.body, { code: 5, message: "session not found", details: [] });
+      assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: owner })).status, 404);
+      const patchGone = await rest("PATCH", `${BASE}/${id}`, {
+        token: owner,
+        json: { session_token: byName.body.session_token },
+      });
+      assert.equal(patchGone.status, 404);
+    }
+    const remaining = await rest("POST", `${BASE}/_search`, {
+      token: owner,
+      json: [{ user_id: { user_id: adminId } }],
+    });
+    assert.deepEqual(
+      remaining.body.result.map((r: Json) => r.session.id),
+      [ids[3], ids[2]],
+    );
+  });
+
+  it("gRPC gives the same answers", async () => {
+    const client = createClient(PlatformSessions, createGrpcTransport({ baseUrl: platform.url }));
+    const headers = { authorization: `Bearer ${owner}` };
+    const created = await client.createSession(
+      { session: { checks: { user: { search: { case: "loginName", value: "admin" } } } } },
+      { headers },
+    );
+    assert.ok(created.sessionToken);
+    const got = await client.getSession({ id: created.details!.id }, { headers });
+    assert.equal(got.session?.session?.user?.loginName, "admin@platform.localhost");
+    await assert.rejects(
+      client.patchSession(
+        { id: created.details!.id, session: { sessionToken: "wrong", checks: {} } },
+        { headers },
+      ),
+      (e) => e instanceof ConnectError && e.code === Code.PermissionDenied,
+    );
+    await client.deleteSession({ id: created.details!.id, sessionToken: created.sessionToken }, { headers });
+  });
+
+  it("the user's organization decides the permissions", async () => {
+    const before = await eventCount(platform);
+    // No session.write anywhere: 403 before the user is even looked up.
+    let answer = await createSession({ user: { login_name: "no-such-user" } }, nobody.token);
+    assert.equal(answer.status, 403, answer.text);
+    assert.equal(answer.body.message, "permission denied: session.write is required");
+    answer = await createSession({ user: { login_name: "admin" } }, nobody.token);
+    assert.equal(answer.status, 403);
+    // session.write in another organization only.
+    answer = await createSession({ user: { login_name: "admin" } }, otherManager.token);
+    assert.equal(answer.status, 403, answer.text);
+    answer = await createSession({ user: { login_name: "admin" } }, null);
+    assert.equal(answer.status, 401);
+    // Unknown users.
+    answer = await createSession({ user: { login_name: "no-such-user" } });
+    assert.equal(answer.status, 404);
+    assert.deepEqual(answer.body, { code: 5, message: "user not found", details: [] });
+    answer = await createSession({ user: { login_name: "admin@other-org.localhost" } });
+    assert.equal(answer.status, 404, "the domain must be the user's organization's");
+    answer = await createSession({ user: { user_id: "12345" } });
+    assert.equal(answer.status, 404);
+    assert.equal(await eventCount(platform), before);
+
+    // ORG_USER_MANAGER of the user's org may create, patch, read and delete.
+    const created = await createSession({ user: { login_name: "admin" } }, orgManager);
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.details.id;
+    assert.equal((await rest("GET", `${BASE}/${id}`, { token: orgManager })).status, 200);
+    // The other org's manager can neither read, patch nor delete it, nor find it.
+    const foreign = await rest("GET", `${BASE}/${id}`, { token: otherManager.token });
+    assert.equal(foreign.status, 403, foreign.text);
+    assert.equal(foreign.body.message, "permission denied: session.read is required");
+    const patch = await rest("PATCH", `${BASE}/${id}`, {
+      token: otherManager.token,
+      json: { session_token: created.body.session_token },
+    });
+    assert.equal(patch.status, 403);
+    assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: otherManager.token })).status, 403);
+    const search = await rest("POST", `${BASE}/_search`, { token: otherManager.token });
+    assert.equal(search.status, 200);
+    assert.deepEqual(search.body.result, []);
+    assert.equal(search.body.details.total_result, "0");
+    assert.equal((await rest("GET", `${BASE}/12345`, { token: owner })).status, 404);
+
+    // A caller sees its own sessions (as their user) without session.read.
+    const ownSession = await createSession({ user: { user_id: nobody.userId } });
+    assert.equal(ownSession.status, 201, ownSession.text);
+    const own = await rest("POST", `${BASE}/_search`, { token: nobody.token });
+    assert.deepEqual(
+      own.body.result.map((r: Json) => r.session.id),
+      [ownSession.body.details.id],
+    );
+    assert.equal(
+      (await rest("GET", `${BASE}/${ownSession.body.details.id}`, { token: nobody.token })).status,
+      200,
+    );
+    // An org context narrows the search to the organization's users.
+    const unknownOrg = await rest("POST", `${BASE}/_search?ctx.org_id=12345`, { token: owner });
+    assert.equal(unknownOrg.status, 404, unknownOrg.text);
+    const inOrg = await rest("POST", `${BASE}/_search?ctx.org_id=${orgId}`, { token: owner });
+    assert.ok(inOrg.body.result.length >= 2);
+    assert.ok(inOrg.body.result.every((r: Json) => r.details.resource_owner.id === orgId));
+
+    // The user of a session cannot change; the token is checked before anything else.
+    const before2 = await eventCount(platform);
+    const change = await rest("PATCH", `${BASE}/${id}`, {
+      token: owner,
+      json: { session_token: created.body.session_token, checks: { user: { user_id: nobody.userId } } },
+    });
+    assert.equal(change.status, 400);
+    assert.deepEqual(change.body, {
+      code: 9,
+      message: "the user of a session cannot be changed",
+      details: [],
+    });
+    const wrong = await rest("PATCH", `${BASE}/${id}`, {
+      token: owner,
+      json: { session_token: "x".repeat(43), checks: { password: { password: "wrong-password" } } },
+    });
+    assert.equal(wrong.status, 403);
+    assert.deepEqual(wrong.body, { code: 7, message: "session token is invalid", details: [] });
+    assert.equal(await eventCount(platform), before2, "a wrong token counts no password attempt");
+  });
+
+  it("rejects bad input naming the field, storing nothing", async () => {
+    const before = await eventCount(platform);
+    const cases: [unknown, number, RegExp][] = [
+      [undefined, 400, /^session: is required$/],
+      [{}, 400, /^session\.checks: is required$/],
+      [{ checks: {} }, 400, /^session\.checks\.user: is required$/],
+      [{ checks: { user: {} } }, 400, /^session\.checks\.user\.search: /],
+      [{ checks: { user: { login_name: "" } } }, 400, /^session\.checks\.user\.login_name: /],
+      [{ checks: { user: { login_name: "a".repeat(501) } } }, 400, /^session\.checks\.user\.login_name: /],
+      [{ checks: { user: { user_id: "1".repeat(201) } } }, 400, /^session\.checks\.user\.user_id: /],
+      [{ checks: { user: { user_id: 5 } } }, 400, /CheckUser\.user_id/],
+      [{ checks: { user: { user_id: "1", login_name: "admin" } } }, 400, /user_id|login_name|oneof/],
+      [
+        { checks: { user: { login_name: "admin" }, password: {} } },
+        400,
+        /^session\.checks\.password\.password: is required$/,
+      ],
+      [
+        { checks: { user: { login_name: "admin" }, password: { password: "p".repeat(1001) } } },
+        400,
+        /^session\.checks\.password\.password: /,
+      ],
+      [
+        { checks: { user: { login_name: "admin" }, password: { password: 12 } } },
+        400,
+        /CheckPassword\.password/,
+      ],
+      [{ checks: { user: { login_name: "admin" } }, unknown: 1 }, 400, /unknown/],
+    ];
+    for (const [body, status, message] of cases) {
+      const answer = await rest("POST", BASE, { token: owner, json: body });
+      assert.equal(answer.status, status, `${JSON.stringify(body)}: ${answer.text}`);
+      assert.equal(answer.body.code, 3, answer.text);
+      assert.match(answer.body.message, message, JSON.stringify(body));
+    }
+    // Patch without a token.
+    const patch = await rest("PATCH", `${BASE}/1`, { token: owner, json: { checks: {} } });
+    assert.equal(patch.status, 400);
+    assert.equal(patch.body.message, "session.session_token: is required");
+    // Path id too long.
+    const long = await rest("GET", `${BASE}/${"1".repeat(201)}`, { token: owner });
+    assert.equal(long.status, 400);
+    assert.match(long.body.message, /^id: /);
+    assert.equal(await eventCount(platform), before);
+
+    // Search limits: 1000 accepted, 1001 rejected; filters validated.
+    assert.equal((await rest("POST", `${BASE}/_search?query.limit=1000`, { token: owner })).status, 200);
+    const tooMany = await rest("POST", `${BASE}/_search?query.limit=1001`, { token: owner });
+    assert.equal(tooMany.status, 400);
+    assert.deepEqual(tooMany.body, { code: 3, message: "query.limit: must be at most 1000", details: [] });
+    const emptyFilter = await rest("POST", `${BASE}/_search`, { token: owner, json: [{}] });
+    assert.equal(emptyFilter.status, 400);
+    assert.match(emptyFilter.body.message, /^filters\[0\]\.filter: /);
+    const noUser = await rest("POST", `${BASE}/_search`, { token: owner, json: [{ user_id: {} }] });
+    assert.match(noUser.body.message, /^filters\[0\]\.user_id\.user_id: is required$/);
+    const badMethod = await rest("POST", `${BASE}/_search`, {
+      token: owner,
+      json: [{ creation_date: { creation_date: "2024-01-01T00:00:00Z", method: 9 } }],
+    });
+    assert.equal(badMethod.status, 400);
+    assert.match(badMethod.body.message, /^filters\[0\]\.creation_date\.method: /);
+  });
+
+  it("locks a user at the 10th wrong password; unlocking lets the right password pass again", async () => {
+    const password = "Correct-Horse-1!";
+    const userId = await addHuman(platform, "lockme", password);
+    const check = (pw: string) =>
+      createSession({ user: { login_name: "lockme" }, password: { password: pw } });
+
+    // A right password, then wrong ones: the success resets the count.
+    assert.equal((await check(password)).status, 201);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckSucceeded), 1);
+    for (let i = 1; i <= 9; i++) {
+      const before = await eventCount(platform);
+      const wrong = await check(`wrong-${i}`);
+      assert.equal(wrong.status, 400);
+      assert.deepEqual(wrong.body, { code: 3, message: "password is wrong", details: [] });
+      assert.equal(await eventCount(platform), before + 1, "only the failed check is stored, no session");
+      assert.equal(await userState(platform, userId), UserState.active);
+    }
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 9);
+    const sessionsBefore = await platform.db.query("SELECT id FROM sessions WHERE user_id = $1", [userId]);
+    assert.equal(sessionsBefore.length, 1, "only the session of the right password");
+
+    // The 10th wrong password locks.
+    const tenth = await check("wrong-10");
+    assert.equal(tenth.status, 400);
+    assert.equal(tenth.body.message, "password is wrong");
+    assert.equal(await userState(platform, userId), UserState.locked);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.locked), 1);
+
+    // Locked: even the right password fails, and nothing is stored.
+    const before = await eventCount(platform);
+    const locked = await check(password);
+    assert.equal(locked.status, 400);
+    assert.deepEqual(locked.body, { code: 9, message: "user is locked", details: [] });
+    const userOnly = await createSession({ user: { user_id: userId } });
+    assert.equal(userOnly.body.message, "user is locked");
+    assert.equal(await eventCount(platform), before);
+    assert.deepEqual(
+      await platform.db.query("SELECT id FROM sessions WHERE user_id = $1", [userId]),
+      sessionsBefore,
+    );
+
+    // Unlock (the users API's `_unlock` arrives in parallel: append the event directly).
+    await appendUserEvent(platform, userId, UserEvent.unlocked);
+    assert.equal(await userState(platform, userId), UserState.active);
+    const passed = await check(password);
+    assert.equal(passed.status, 201, passed.text);
+    // The count restarted: one wrong password does not lock.
+    assert.equal((await check("wrong-again")).status, 400);
+    assert.equal(await userState(platform, userId), UserState.active);
+
+    // Wrong passwords through PATCH count too, and leave the session unchanged.
+    const session = await rest("GET", `${BASE}/${passed.body.details.id}`, { token: owner });
+    const patched = await rest("PATCH", `${BASE}/${passed.body.details.id}`, {
+      token: owner,
+      json: { session_token: passed.body.session_token, checks: { password: { password: "nope" } } },
+    });
+    assert.equal(patched.status, 400);
+    assert.equal(patched.body.message, "password is wrong");
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 12);
+    assert.deepEqual(await rest("GET", `${BASE}/${passed.body.details.id}`, { token: owner }), {
+      ...session,
+    });
+
+    // Inactive users cannot pass checks; machine users have no password.
+    await appendUserEvent(platform, userId, UserEvent.deactivated);
+    const inactive = await check(password);
+    assert.deepEqual(inactive.body, { code: 9, message: "user is inactive", details: [] });
+    const machine = await createSession({ user: { user_id: nobody.userId }, password: { password: "x" } });
+    assert.equal(machine.status, 400);
+    assert.deepEqual(machine.body, { code: 9, message: "machine users have no password", details: [] });
+  });
+
+  it("counts concurrent wrong passwords exactly (optimistic lock on the user)", async () => {
+    const userId = await addHuman(platform, "racer", "Racer-Password-1");
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        createSession({ user: { login_name: "racer" }, password: { password: `wrong-${i}` } }),
+      ),
+    );
+    const messages = answers.map((a) => a.body.message).sort();
+    assert.deepEqual(messages, [...Array(10).fill("password is wrong"), "user is locked", "user is locked"]);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 10);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.locked), 1);
+    assert.equal(await userState(platform, userId), UserState.locked);
+  });
+
+  it("never answers a token hash or a password", async () => {
+    const hashes = await platform.db.query<{ payload: { token_hash: string } }>(
+      "SELECT payload FROM events WHERE aggregate_type = $1 AND event_type = 'session.added'",
+      [SESSION],
+    );
+    assert.ok(hashes.length > 0);
+    const all = texts.join("\n");
+    for (const { payload } of hashes) assert.ok(!all.includes(payload.token_hash), "no token hash");
+    assert.ok(!all.includes(ADMIN_PASSWORD), "no password");
+    assert.ok(!all.includes("Correct-Horse-1!"), "no password");
+    assert.ok(!/\$argon2/.test(all), "no password hash");
+    // Tokens appear only in the answers of CreateSession.
+    const tokens = texts
+      .map((t) => (t.startsWith("{") ? JSON.parse(t) : {}))
+      .filter((b: Json) => b.session_token)
+      .map((b: Json) => b.session_token as string);
+    assert.ok(tokens.length > 0);
+    for (const token of tokens) {
+      assert.equal(texts.filter((t) => t.includes(token)).length, 1, "a token is answered once");
+    }
+  });
+});
+
+describe("sessions without lockout (PLATFORM_MAX_PASSWORD_ATTEMPTS=0)", () => {
+  let platform: TestPlatform;
+  const rest = restClient(() => platform, []);
+  before(async () => {
+    platform = await startPlatform({ listen: true, env: { PLATFORM_MAX_PASSWORD_ATTEMPTS: "0" } });
+  });
+  after(() => platform.stop());
+
+  it("never locks", async () => {
+    const { token } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    });
+    const userId = await addHuman(platform, "neverlocked", "Right-Password-1");
+    const check = (password: string) =>
+      rest("POST", BASE, {
+        token,
+        json: { checks: { user: { login_name: "neverlocked" }, password: { password } } },
+      });
+    for (let i = 0; i < 12; i++) assert.equal((await check(`wrong-${i}`)).status, 400);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 12);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.locked), 0);
+    assert.equal(await userState(platform, userId), UserState.active);
+    assert.equal((await check("Right-Password-1")).status, 201);
+  });
+});

@@ -1,0 +1,520 @@
+import { createPublicKey } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext } from "@connectrpc/connect";
+import { exportPKCS8, exportSPKI, generateKeyPair } from "jose";
+import { apiService } from "../../api/register.ts";
+import type { Permission } from "../../auth/permissions.ts";
+import { hashPassword, verifyPassword } from "../../crypto/password.ts";
+import { randomToken, sha256 } from "../../crypto/tokens.ts";
+import { removeMembershipEvent } from "../../domain/membership/commands.ts";
+import { ContextType } from "../../domain/membership/events.ts";
+import { OwnerType } from "../../domain/settings/events.ts";
+import {
+  addHumanEvent,
+  addMachineEvent,
+  addPatEvent,
+  changeStateEvents,
+  changeUserEvents,
+  changeUsernameEvent,
+  foldUser,
+  metadataEvents,
+  removeUserEvent,
+  requireHuman,
+  requireMachine,
+  type StateAction,
+  type UserAggregate,
+  userEvent,
+} from "../../domain/user/commands.ts";
+import {
+  type HumanAddedPayload,
+  type KeyAddedPayload,
+  USER,
+  type UserChangedPayload,
+  UserEvent,
+  UserType,
+} from "../../domain/user/events.ts";
+import { checkPasswordPolicy } from "../../domain/user/password.ts";
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
+import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
+import { RequestContextSchema } from "../../gen/platform/object/v3alpha/object_pb.ts";
+import {
+  type CreateHuman,
+  type PatchUser,
+  PlatformUsers,
+  UserFieldName,
+  type UserSearchFilter,
+} from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
+import { newId } from "../../id.ts";
+import { search, toPage, Where } from "../../query/search.ts";
+import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
+import type { ServiceDeps } from "../deps.ts";
+import { listDetails, resourceDetails } from "../mapping.ts";
+import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
+
+const orgContext = (orgId: string) =>
+  create(RequestContextSchema, { context: { case: "orgId", value: orgId } });
+
+const sortColumns: Record<number, string> = {
+  [UserFieldName.UNSPECIFIED]: "u.created_at",
+  [UserFieldName.ID]: "u.id",
+  [UserFieldName.CREATION_DATE]: "u.created_at",
+  [UserFieldName.CHANGE_DATE]: "u.changed_at",
+  [UserFieldName.USERNAME]: "lower(u.username)",
+  [UserFieldName.EMAIL]: "lower(u.email)",
+  [UserFieldName.STATE]: "u.state",
+  [UserFieldName.TYPE]: "u.type",
+};
+
+/** A future point in time from an optional Timestamp (undefined: never expires). */
+function expiration(ts: Timestamp | undefined, field: string): string | undefined {
+  if (!ts) return undefined;
+  const at = timestampDate(ts);
+  if (Number.isNaN(at.getTime())) throw new InvalidArgumentError("is not a valid timestamp", field);
+  if (at.getTime() <= Date.now()) throw new InvalidArgumentError("must be in the future", field);
+  return at.toISOString();
+}
+
+/** "" and undefined are "not given". */
+const given = (value: string | undefined): string | undefined => (value === "" ? undefined : value);
+
+/**
+ * PlatformUsers: human and machine users of organizations, their state, password, metadata and machine
+ * credentials (client secret, keys, personal access tokens).
+ */
+export function usersService(deps: ServiceDeps) {
+  /**
+   * The user `id` of the Host's instance (404 when unknown), with the caller authorized for `permission`
+   * in the user's organization (403). `self`: the user itself only needs to be authenticated.
+   */
+  async function userCall(
+    ctx: HandlerContext,
+    id: string,
+    permission: Permission,
+    options: { self?: boolean } = {},
+  ): Promise<{ call: AuthorizedCall; row: UserRow }> {
+    const { scope, caller } = await authenticate(deps, ctx);
+    const row = scope.instanceId ? await readUser(deps.db, scope.instanceId, id) : undefined;
+    if (!row) throw new NotFoundError("user not found");
+    const isSelf = options.self === true && caller.kind === "user" && caller.userId === id;
+    const call = await authorize(deps, ctx, isSelf ? "authenticated" : permission, {
+      ctx: orgContext(row.org_id),
+    });
+    return { call, row };
+  }
+
+  /**
+   * Runs a command on an existing user and answers the user's Details after it (the current ones when
+   * the command appended nothing). `detailsId` replaces the user ID in Details (a token or key ID).
+   */
+  async function onUser(
+    call: AuthorizedCall,
+    userId: string,
+    decide: (user: UserAggregate, tx: CommandTx) => NewEvent[] | Promise<NewEvent[]>,
+    detailsId = userId,
+  ) {
+    let before: UserAggregate | undefined;
+    const stored = await deps.eventStore.push(
+      { instanceId: call.context.type === "system" ? "" : call.context.instanceId, creator: call.creator },
+      async (tx) => {
+        const user = foldUser(await tx.load(USER, userId));
+        if (!user) throw new NotFoundError("user not found");
+        before = user;
+        return decide(user, tx);
+      },
+    );
+    return userDetails(before!, stored, detailsId);
+  }
+
+  function userDetails(user: UserAggregate, stored: StoredEvent[], detailsId = user.id) {
+    const last = stored.filter((e) => e.aggregateType === USER && e.aggregateId === user.id).at(-1);
+    return resourceDetails({
+      id: detailsId,
+      sequence: last?.sequence ?? user.sequence,
+      changeDate: last?.createdAt ?? user.changeDate,
+      owner: { type: OwnerType.org, id: user.orgId },
+    });
+  }
+
+  async function stateAction(ctx: HandlerContext, id: string, action: StateAction) {
+    const { call } = await userCall(ctx, id, "user.write");
+    return { details: await onUser(call, id, (user) => changeStateEvents(user, action)) };
+  }
+
+  async function humanPayload(username: string, human: CreateHuman): Promise<HumanAddedPayload> {
+    const profile = human.profile!;
+    const password = human.password;
+    if (password) {
+      checkPasswordPolicy(password.password, deps.config.passwordMinLength, "user.human.password.password");
+    }
+    return {
+      username,
+      profile: {
+        given_name: profile.givenName,
+        family_name: profile.familyName,
+        display_name: given(profile.displayName) ?? `${profile.givenName} ${profile.familyName}`,
+        nick_name: given(profile.nickName),
+        preferred_language: given(profile.preferredLanguage),
+      },
+      email: { address: human.email!.address, is_verified: human.email!.isVerified },
+      phone: human.phone ? { number: human.phone.number, is_verified: human.phone.isVerified } : undefined,
+      password_hash: password ? await hashPassword(password.password) : undefined,
+      password_change_required: password ? password.changeRequired : undefined,
+    };
+  }
+
+  /** PatchUser body → the `user.changed` fields it sets (checked against the user's type). */
+  function changeOf(patch: PatchUser | undefined, type: number): UserChangedPayload {
+    const change: UserChangedPayload = {};
+    const human = patch?.human;
+    const machine = patch?.machine;
+    if (human && (human.profile || human.email || human.phone)) {
+      if (type !== UserType.human)
+        throw new FailedPreconditionError("user.human: human fields exist only for human users");
+      const p = human.profile;
+      if (p?.givenName !== undefined) change.given_name = p.givenName;
+      if (p?.familyName !== undefined) change.family_name = p.familyName;
+      if (p?.displayName !== undefined) change.display_name = p.displayName || null;
+      if (p?.nickName !== undefined) change.nick_name = p.nickName || null;
+      if (p?.preferredLanguage !== undefined) {
+        if (p.preferredLanguage !== "" && !/^[a-z]{2}$/.test(p.preferredLanguage))
+          throw new InvalidArgumentError(
+            "must be two lowercase letters or empty",
+            "user.human.profile.preferred_language",
+          );
+        change.preferred_language = p.preferredLanguage || null;
+      }
+      if (human.email) {
+        change.email = human.email.address;
+        change.email_verified = human.email.isVerified;
+      }
+      if (human.phone) {
+        change.phone = human.phone.number || null;
+        change.phone_verified = human.phone.number ? human.phone.isVerified : false;
+      }
+    }
+    if (
+      machine &&
+      (machine.name !== undefined ||
+        machine.description !== undefined ||
+        machine.accessTokenType !== undefined)
+    ) {
+      if (type !== UserType.machine)
+        throw new FailedPreconditionError("user.machine: machine fields exist only for machine users");
+      if (machine.name !== undefined) change.name = machine.name;
+      if (machine.description !== undefined) change.description = machine.description || null;
+      if (machine.accessTokenType !== undefined) change.access_token_type = machine.accessTokenType;
+    }
+    return change;
+  }
+
+  function filterWhere(where: Where, filter: UserSearchFilter, instanceId: string, index: number): void {
+    const f = filter.filter;
+    switch (f.case) {
+      case "username":
+        where.text("u.username", f.value.method, f.value.username);
+        return;
+      case "email":
+        where.text("u.email", f.value.method, f.value.address);
+        return;
+      case "state":
+        where.and((p) => `u.state = ${p(f.value.state)}`);
+        return;
+      case "type":
+        where.and((p) => `u.type = ${p(f.value.type)}`);
+        return;
+      case "ids":
+        where.in("u.id", f.value.ids);
+        return;
+      case "org": {
+        const org = f.value.property;
+        if (org.case === "orgId") where.and((p) => `u.org_id = ${p(org.value)}`);
+        else if (org.case === "orgDomain")
+          where.and(
+            (p) =>
+              `u.org_id IN (SELECT org_id FROM org_domains WHERE instance_id = ${p(instanceId)} AND domain = lower(${p(org.value)}))`,
+          );
+        else throw new InvalidArgumentError("one of org_id, org_domain must be set", `filters[${index}].org`);
+        return;
+      }
+    }
+  }
+
+  return apiService(PlatformUsers, {
+    async createUser(req, ctx) {
+      const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
+      if (call.context.type === "system")
+        throw new InvalidArgumentError("users belong to an organization: choose one with ctx.org_id", "ctx");
+      const instanceId = call.context.instanceId;
+      const orgId =
+        call.context.type === "instance"
+          ? (await deps.instances.byId(instanceId))?.defaultOrgId
+          : call.context.orgId;
+      if (!orgId) throw new NotFoundError("the instance has no default organization");
+      await deps.authorizer.authorize(call.caller, "user.write", { type: "org", instanceId, orgId });
+
+      const input = req.user!;
+      const userId = newId();
+      let event: NewEvent;
+      if (input.type.case === "human") {
+        event = addHumanEvent(userId, orgId, await humanPayload(input.username, input.type.value));
+      } else {
+        const machine = input.type.value!;
+        event = addMachineEvent(userId, orgId, {
+          username: input.username,
+          name: machine.name,
+          description: given(machine.description),
+          access_token_type: machine.accessTokenType,
+        });
+      }
+      const [stored] = await deps.eventStore.push({ instanceId, creator: call.creator }, async () => [event]);
+      return {
+        details: resourceDetails({
+          id: userId,
+          sequence: stored.sequence,
+          changeDate: stored.createdAt,
+          owner: { type: OwnerType.org, id: orgId },
+        }),
+      };
+    },
+
+    async getUser(req, ctx) {
+      const { call, row } = await userCall(ctx, req.id, "user.read");
+      const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+      const metadata = await readMetadata(deps.db, instanceId, [row.id]);
+      return { user: toUser(row, metadata.get(row.id)) };
+    },
+
+    async patchUser(req, ctx) {
+      const { call, row } = await userCall(ctx, req.id, "user.write");
+      const change = changeOf(req.user, row.type);
+      const username = req.user?.username;
+      const details = await onUser(call, req.id, (user) => [
+        ...(username === undefined ? [] : changeUsernameEvent(user, username)),
+        ...changeUserEvents(user, change),
+      ]);
+      return { details };
+    },
+
+    async deleteUser(req, ctx) {
+      const { call } = await userCall(ctx, req.id, "user.delete");
+      const details = await onUser(call, req.id, async (user, tx) => {
+        const memberships = await tx.query<{
+          id: string;
+          context_type: number;
+          context_id: string;
+          org_id: string | null;
+        }>(
+          "SELECT id, context_type, context_id, org_id FROM memberships WHERE instance_id = $1 AND user_id = $2",
+          [call.context.type === "system" ? "" : call.context.instanceId, user.id],
+        );
+        return [
+          removeUserEvent(user),
+          ...memberships.map((m) =>
+            removeMembershipEvent(
+              m.id,
+              m.context_type === ContextType.instance ? m.context_id : (m.org_id ?? m.context_id),
+              {
+                context_type: m.context_type as ContextType,
+                context_id: m.context_id,
+                user_id: user.id,
+              },
+            ),
+          ),
+        ];
+      });
+      return { details };
+    },
+
+    async searchUsers(req, ctx) {
+      const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
+      if (call.context.type === "system")
+        throw new InvalidArgumentError("users are searched in an instance or organization", "ctx");
+      const instanceId = call.context.instanceId;
+      const page = toPage(req.query, deps.config.maxSearchLimit);
+      const where = new Where().and((p) => `u.instance_id = ${p(instanceId)}`);
+      if (call.context.type !== "instance") {
+        const orgId = call.context.orgId;
+        where.and((p) => `u.org_id = ${p(orgId)}`);
+      }
+      const readable = await deps.authorizer.orgsWith(call.caller, "user.read", instanceId);
+      if (readable !== "all") where.in("u.org_id", [...readable]);
+      for (const [i, filter] of req.filters.entries()) filterWhere(where, filter, instanceId, i);
+      const result = await search<UserRow>(deps.db, {
+        select: USER_COLUMNS,
+        from: USER_FROM,
+        where,
+        orderBy: sortColumns[req.sortingColumn] ?? "u.created_at",
+        tiebreak: "u.id",
+        page,
+        instanceId,
+        aggregateTypes: [USER],
+      });
+      const metadata = await readMetadata(
+        deps.db,
+        instanceId,
+        result.rows.map((r) => r.id),
+      );
+      return { details: listDetails(result), result: result.rows.map((r) => toUser(r, metadata.get(r.id))) };
+    },
+
+    lockUser: (req, ctx) => stateAction(ctx, req.id, "lock"),
+    unlockUser: (req, ctx) => stateAction(ctx, req.id, "unlock"),
+    deactivateUser: (req, ctx) => stateAction(ctx, req.id, "deactivate"),
+    reactivateUser: (req, ctx) => stateAction(ctx, req.id, "reactivate"),
+
+    async setPassword(req, ctx) {
+      const { call, row } = await userCall(ctx, req.id, "user.credential.write", { self: true });
+      if (row.type !== UserType.human)
+        throw new FailedPreconditionError("passwords exist only for human users");
+      const input = req.password!;
+      checkPasswordPolicy(input.password, deps.config.passwordMinLength, "password.password");
+      const isSelf = call.caller.kind === "user" && call.caller.userId === req.id;
+      if (input.currentPassword !== undefined || (isSelf && row.password_set)) {
+        if (!input.currentPassword)
+          throw new InvalidArgumentError("is required", "password.current_password");
+        const current = await deps.db.query<{ password_hash: string | null }>(
+          "SELECT password_hash FROM users WHERE instance_id = $1 AND id = $2",
+          [call.context.type === "system" ? "" : call.context.instanceId, req.id],
+        );
+        const hash = current[0]?.password_hash;
+        if (!hash || !(await verifyPassword(hash, input.currentPassword)))
+          throw new InvalidArgumentError("is not the current password", "password.current_password");
+      }
+      const passwordHash = await hashPassword(input.password);
+      const details = await onUser(call, req.id, (user) => {
+        requireHuman(user, "passwords");
+        return [
+          userEvent(user, UserEvent.passwordChanged, {
+            password_hash: passwordHash,
+            change_required: input.changeRequired,
+          }),
+        ];
+      });
+      return { details };
+    },
+
+    async setUserMetadata(req, ctx) {
+      const { call } = await userCall(ctx, req.id, "user.write");
+      const entries: Record<string, string> = {};
+      for (const [key, value] of Object.entries(req.metadata?.entries ?? {})) {
+        if (key.length === 0 || [...key].length > 200)
+          throw new InvalidArgumentError(
+            `key "${key.slice(0, 50)}" must have 1 to 200 characters`,
+            "metadata.entries",
+          );
+        entries[key] = Buffer.from(value).toString("base64");
+      }
+      return { details: await onUser(call, req.id, (user) => metadataEvents(user, entries)) };
+    },
+
+    async generateMachineSecret(req, ctx) {
+      const { call } = await userCall(ctx, req.id, "user.credential.write");
+      const secret = randomToken();
+      let clientId = "";
+      const details = await onUser(call, req.id, (user) => {
+        requireMachine(user);
+        clientId = user.username;
+        return [userEvent(user, UserEvent.secretSet, { secret_hash: sha256(secret) })];
+      });
+      return { details, clientId, clientSecret: secret };
+    },
+
+    async addMachineKey(req, ctx) {
+      const { call, row } = await userCall(ctx, req.id, "user.credential.write");
+      if (row.type !== UserType.machine)
+        throw new FailedPreconditionError("machine credentials exist only for machine users");
+      const expires = expiration(req.key?.expirationDate, "key.expiration_date");
+      const keyId = newId();
+      let publicKey: string;
+      let keyContent = new Uint8Array();
+      if (req.key?.publicKey !== undefined) {
+        try {
+          const key = createPublicKey(req.key.publicKey);
+          if (!["rsa", "ec", "ed25519"].includes(key.asymmetricKeyType ?? ""))
+            throw new Error("unsupported key type");
+          publicKey = key.export({ type: "spki", format: "pem" }).toString();
+        } catch {
+          throw new InvalidArgumentError(
+            "must be a PEM encoded RSA, EC or Ed25519 public key",
+            "key.public_key",
+          );
+        }
+      } else {
+        const pair = await generateKeyPair("RS256", { modulusLength: 2048, extractable: true });
+        publicKey = await exportSPKI(pair.publicKey);
+        const file = {
+          type: "serviceaccount",
+          keyId,
+          key: await exportPKCS8(pair.privateKey),
+          userId: req.id,
+        };
+        keyContent = new Uint8Array(Buffer.from(JSON.stringify(file)));
+      }
+      const payload: KeyAddedPayload = { key_id: keyId, public_key: publicKey, expiration: expires };
+      const details = await onUser(
+        call,
+        req.id,
+        (user) => {
+          requireMachine(user);
+          return [userEvent(user, UserEvent.keyAdded, { ...payload })];
+        },
+        keyId,
+      );
+      return { details, keyId, keyContent };
+    },
+
+    async removeMachineKey(req, ctx) {
+      const { call } = await userCall(ctx, req.id, "user.credential.write");
+      const details = await onUser(
+        call,
+        req.id,
+        (user) => {
+          requireMachine(user);
+          if (!user.keys.has(req.keyId)) throw new NotFoundError("key not found");
+          return [userEvent(user, UserEvent.keyRemoved, { key_id: req.keyId })];
+        },
+        req.keyId,
+      );
+      return { details };
+    },
+
+    async addPersonalAccessToken(req, ctx) {
+      const { call } = await userCall(ctx, req.id, "user.credential.write");
+      const expires = expiration(req.pat?.expirationDate, "pat.expiration_date");
+      const patId = newId();
+      const token = randomToken();
+      const details = await onUser(
+        call,
+        req.id,
+        (user) => {
+          requireMachine(user);
+          return [
+            addPatEvent(user.id, user.orgId, {
+              pat_id: patId,
+              token_hash: sha256(token),
+              expiration: expires,
+            }),
+          ];
+        },
+        patId,
+      );
+      return { details, patId, token };
+    },
+
+    async removePersonalAccessToken(req, ctx) {
+      const { call } = await userCall(ctx, req.id, "user.credential.write");
+      const details = await onUser(
+        call,
+        req.id,
+        (user) => {
+          requireMachine(user);
+          if (!user.pats.has(req.patId)) throw new NotFoundError("personal access token not found");
+          return [userEvent(user, UserEvent.patRemoved, { pat_id: req.patId })];
+        },
+        req.patId,
+      );
+      return { details };
+    },
+  });
+}
