@@ -49,7 +49,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       db,
       eventStore,
       instances,
-      authenticator: new Authenticator(db, config),
+      authenticator: new Authenticator(db, config, eventStore),
       authorizer: new Authorizer(db, eventStore),
       features: new FeatureGate(db, eventStore),
     };

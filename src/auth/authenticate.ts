@@ -2,8 +2,10 @@ import { type CryptoKey, decodeJwt, decodeProtectedHeader, importSPKI, jwtVerify
 import type { Config } from "../config.ts";
 import { externalOrigin } from "../config.ts";
 import { sha256 } from "../crypto/tokens.ts";
-import { UserState } from "../domain/user/events.ts";
+import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
+import { USER, UserEvent, UserState } from "../domain/user/events.ts";
 import { UnauthenticatedError } from "../errors.ts";
+import type { EventStore } from "../eventstore/eventstore.ts";
 import type { Queryable } from "../storage/database.ts";
 import type { Caller } from "./caller.ts";
 
@@ -15,9 +17,26 @@ interface PatRow {
   user_id: string;
   org_id: string;
   state: number;
-  expired: boolean;
+  expires_at: Date | string | null;
   [key: string]: unknown;
 }
+
+type CachedPat = PatRow & { expiresAt: number | null };
+
+/** How long a PAT lookup is reused: the time another process may still accept a revoked token. */
+const PAT_CACHE_MS = 2_000;
+const PAT_CACHE_MAX = 10_000;
+
+/** User events after which that user's cached PATs must be looked up again. */
+const PAT_INVALIDATING = new Set<string>([
+  UserEvent.patRemoved,
+  UserEvent.removed,
+  UserEvent.locked,
+  UserEvent.unlocked,
+  UserEvent.deactivated,
+  UserEvent.reactivated,
+  UserEvent.patAdded,
+]);
 
 /**
  * Turns `Authorization: Bearer <token>` into a Caller: a personal access token (looked up by its
@@ -28,10 +47,49 @@ export class Authenticator {
   private readonly verifiers: TokenVerifier[] = [];
   private readonly systemKeys = new Map<string, Promise<CryptoKey>>();
 
+  /** SHA-256 of a PAT → its row (null: unknown), for PAT_CACHE_MS. */
+  private readonly patCache = new Map<string, { pat: CachedPat | null; until: number }>();
+
   constructor(
     private readonly db: Queryable,
     private readonly config: Config,
-  ) {}
+    eventStore?: EventStore,
+  ) {
+    // This process's own changes to users and their tokens apply at once; other processes' within PAT_CACHE_MS.
+    eventStore?.onCommitted((events) => {
+      for (const event of events) {
+        if (event.aggregateType === USER && PAT_INVALIDATING.has(event.type))
+          this.forgetUser(event.instanceId, event.aggregateId);
+        if (event.aggregateType === INSTANCE && event.type === InstanceEvent.removed) this.patCache.clear();
+      }
+    });
+  }
+
+  private forgetUser(instanceId: string, userId: string): void {
+    for (const [hash, entry] of this.patCache) {
+      if (entry.pat === null || (entry.pat.instance_id === instanceId && entry.pat.user_id === userId))
+        this.patCache.delete(hash);
+    }
+  }
+
+  private async personalAccessToken(token: string): Promise<CachedPat | null> {
+    const hash = sha256(token);
+    const cached = this.patCache.get(hash);
+    if (cached && cached.until > Date.now()) return cached.pat;
+    const rows = await this.db.query<PatRow>(
+      `SELECT p.instance_id, p.user_id, u.org_id, u.state, p.expires_at
+       FROM personal_access_tokens p JOIN users u ON u.instance_id = p.instance_id AND u.id = p.user_id
+       WHERE p.token_hash = $1`,
+      [hash],
+    );
+    const row = rows[0];
+    const pat = row
+      ? { ...row, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null }
+      : null;
+    if (this.patCache.size >= PAT_CACHE_MAX) this.patCache.delete(this.patCache.keys().next().value!);
+    this.patCache.set(hash, { pat, until: Date.now() + PAT_CACHE_MS });
+    return pat;
+  }
 
   addVerifier(verifier: TokenVerifier): void {
     this.verifiers.push(verifier);
@@ -52,15 +110,10 @@ export class Authenticator {
     if (system) return system;
 
     if (instanceId) {
-      const rows = await this.db.query<PatRow>(
-        `SELECT p.instance_id, p.user_id, u.org_id, u.state, (p.expires_at IS NOT NULL AND p.expires_at <= now()) AS expired
-         FROM personal_access_tokens p JOIN users u ON u.instance_id = p.instance_id AND u.id = p.user_id
-         WHERE p.token_hash = $1`,
-        [sha256(token)],
-      );
-      const pat = rows[0];
+      const pat = await this.personalAccessToken(token);
       if (pat && pat.instance_id === instanceId) {
-        if (pat.expired) throw new UnauthenticatedError("the token has expired");
+        if (pat.expiresAt !== null && pat.expiresAt <= Date.now())
+          throw new UnauthenticatedError("the token has expired");
         if (pat.state !== UserState.active)
           throw new UnauthenticatedError("the user of the token is not active");
         return {

@@ -80,6 +80,17 @@ describe("server", () => {
     assert.equal(kept.headers["x-content-type-options"], "nosniff");
   });
 
+  it("sends security headers with HTML", async () => {
+    const page = await rawRequest(`${platform.url}/docs`);
+    assert.equal(page.status, 200);
+    assert.match(String(page.headers["content-type"]), /^text\/html/);
+    assert.match(String(page.headers["content-security-policy"]), /default-src 'self'.*frame-ancestors 'none'/);
+    assert.equal(page.headers["x-frame-options"], "DENY");
+    assert.equal(page.headers["referrer-policy"], "no-referrer");
+    assert.equal(page.headers["x-content-type-options"], "nosniff");
+    assert.equal(page.headers["cache-control"], "no-store");
+  });
+
   it("logs URLs without the values of secret query parameters", () => {
     assert.equal(redactQuery("/healthz"), "/healthz");
     assert.equal(
