@@ -84,7 +84,10 @@ describe("server", () => {
     const page = await rawRequest(`${platform.url}/docs`);
     assert.equal(page.status, 200);
     assert.match(String(page.headers["content-type"]), /^text\/html/);
-    assert.match(String(page.headers["content-security-policy"]), /default-src 'self'.*frame-ancestors 'none'/);
+    assert.match(
+      String(page.headers["content-security-policy"]),
+      /default-src 'self'.*frame-ancestors 'none'/,
+    );
     assert.equal(page.headers["x-frame-options"], "DENY");
     assert.equal(page.headers["referrer-policy"], "no-referrer");
     assert.equal(page.headers["x-content-type-options"], "nosniff");
