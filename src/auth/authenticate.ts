@@ -47,7 +47,7 @@ export class Authenticator {
   private readonly verifiers: TokenVerifier[] = [];
   private readonly systemKeys = new Map<string, Promise<CryptoKey>>();
 
-  /** SHA-256 of a PAT → its row (null: unknown), for PAT_CACHE_MS. */
+  /** `<instance>:<SHA-256 of a PAT>` → its row (null: unknown), for PAT_CACHE_MS. */
   private readonly patCache = new Map<string, { pat: CachedPat | null; until: number }>();
 
   constructor(
@@ -72,22 +72,23 @@ export class Authenticator {
     }
   }
 
-  private async personalAccessToken(token: string): Promise<CachedPat | null> {
-    const hash = sha256(token);
-    const cached = this.patCache.get(hash);
+  /** The PAT of this instance with that value (a token of another instance's user is unknown here). */
+  private async personalAccessToken(token: string, instanceId: string): Promise<CachedPat | null> {
+    const key = `${instanceId}:${sha256(token)}`;
+    const cached = this.patCache.get(key);
     if (cached && cached.until > Date.now()) return cached.pat;
     const rows = await this.db.query<PatRow>(
       `SELECT p.instance_id, p.user_id, u.org_id, u.state, p.expires_at
        FROM personal_access_tokens p JOIN users u ON u.instance_id = p.instance_id AND u.id = p.user_id
-       WHERE p.token_hash = $1`,
-      [hash],
+       WHERE p.token_hash = $1 AND p.instance_id = $2`,
+      [sha256(token), instanceId],
     );
     const row = rows[0];
     const pat = row
       ? { ...row, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null }
       : null;
     if (this.patCache.size >= PAT_CACHE_MAX) this.patCache.delete(this.patCache.keys().next().value!);
-    this.patCache.set(hash, { pat, until: Date.now() + PAT_CACHE_MS });
+    this.patCache.set(key, { pat, until: Date.now() + PAT_CACHE_MS });
     return pat;
   }
 
@@ -110,8 +111,8 @@ export class Authenticator {
     if (system) return system;
 
     if (instanceId) {
-      const pat = await this.personalAccessToken(token);
-      if (pat && pat.instance_id === instanceId) {
+      const pat = await this.personalAccessToken(token, instanceId);
+      if (pat) {
         if (pat.expiresAt !== null && pat.expiresAt <= Date.now())
           throw new UnauthenticatedError("the token has expired");
         if (pat.state !== UserState.active)

@@ -42,7 +42,13 @@ export function executionId(c: Condition): string {
   }
 }
 
-const EVENT_NAME = /^[^.*\s]+(\.[^.*\s]+)*$/u;
+/**
+ * Event types and groups (the pattern of EventExecution in execution.proto): dot-separated segments of
+ * ASCII letters, digits, `_` and `-`. ASCII keeps an execution ID (at most 1009 characters) within the
+ * size PostgreSQL's btree indexes accept (about 2.7 kB for the events and action_executions keys); 1000
+ * multi-byte characters would not fit.
+ */
+const EVENT_NAME = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/u;
 
 /** The condition of an execution ID; undefined when the ID is malformed. */
 export function parseExecutionId(id: string): Condition | undefined {

@@ -79,6 +79,8 @@ export const instancesProjection: Projection = {
     },
     [InstanceEvent.removed]: async (tx, e) => {
       await tx.query("DELETE FROM instance_domains WHERE instance_id = $1", [e.aggregateId]);
+      // Secrets do not outlive their instance (the other read-model rows become unreachable).
+      await tx.query("DELETE FROM action_target_signing_keys WHERE instance_id = $1", [e.aggregateId]);
       await tx.query("DELETE FROM instances WHERE id = $1", [e.aggregateId]);
     },
   },

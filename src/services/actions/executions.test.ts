@@ -279,6 +279,38 @@ describe("actions: executions", () => {
     await rejects(() => put({ condition: { event: { event: "a" } }, includes: ["event.nothing.*"] }), 404, 5);
   });
 
+  it("event and group names are ASCII segments: 1000 of them are stored, multi-byte ones are 400 (never a 500 from an index)", async () => {
+    // 1000 CJK characters are 3000 bytes: above what PostgreSQL's btree keys (events, action_executions) hold
+    const cjk = Array.from({ length: 1000 }, (_, i) =>
+      String.fromCodePoint(0x4e00 + ((i * 7919) % 20000)),
+    ).join("");
+    const long = Array.from({ length: 166 }, (_, i) => `a_B-${i % 10}`).join(".");
+    assert.ok(long.length <= 1000 && long.length > 990);
+    for (const member of ["event", "group"] as const) {
+      for (const name of [cjk, "user.hümän.added", "user. human"]) {
+        await rejects(
+          () => put({ condition: { event: { [member]: name } } }),
+          400,
+          3,
+          `execution.condition.event.${member}: must match`,
+        );
+      }
+      const created = await put({ condition: { event: { [member]: long } }, targets: [t1] });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      assert.equal(created.body.details.id, member === "event" ? `event.${long}` : `event.${long}.*`);
+      const mixed = await put({ condition: { event: { [member]: "User_Human-2.added" } } });
+      assert.equal(mixed.status, 201, JSON.stringify(mixed.body));
+    }
+    // an include naming such an event is not an execution ID (400), not a missing execution (404)
+    await rejects(
+      () =>
+        put({ condition: { event: { event: "user.human.added" } }, includes: ["event.user.hümän.added"] }),
+      400,
+      3,
+      'execution.includes[0]: "event.user.hümän.added" is not an execution ID',
+    );
+  });
+
   it("deletes an execution by its percent-encoded ID and removes it from the includes of others", async () => {
     await put({ condition: { response: { method: `/${LANG}/SetLanguages` } }, targets: [t3] });
     await put({

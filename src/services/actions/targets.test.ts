@@ -87,7 +87,7 @@ describe("actions: targets", () => {
       ["name required", { ...valid(""), name: undefined }, "target.name: is required"],
       ["name identifier-like", valid("1abc"), "target.name: must match"],
       ["name no spaces", valid("a b"), "target.name: must match"],
-      ["name at most 200", valid(`a${"b".repeat(200)}`), "target.name: must match"],
+      ["name at most 1000", valid(`a${"b".repeat(1000)}`), "target.name: must be at most 1000 characters"],
       ["target_type required", { ...valid("x"), rest_webhook: undefined }, "target.target_type: one of"],
       ["url required", valid("x", { rest_webhook: {} }), "target.rest_webhook.url: is required"],
       [
@@ -135,6 +135,7 @@ describe("actions: targets", () => {
     for (const [what, body] of [
       ["name with . _ -", valid("a.b_c-D9")],
       ["name of 200", valid(`a${"b".repeat(199)}`)],
+      ["name of 1000 (interface.md §8: target strings 1 to 1000)", valid(`a${"b".repeat(999)}`)],
       ["url of 1000", valid("long-url", { rest_webhook: { url: `https://e.com/${"a".repeat(986)}` } })],
       ["http url", valid("plain", { rest_webhook: { url: "http://localhost:8090/webhook" } })],
       [
@@ -202,6 +203,16 @@ describe("actions: targets", () => {
       "target.name: must match",
     );
     await rejects(() => rest("PATCH", path, { json: { name: "" } }), 400, 3, "target.name: must match");
+    await rejects(
+      () => rest("PATCH", path, { json: { name: `p${"x".repeat(1000)}` } }),
+      400,
+      3,
+      "target.name: must be at most 1000 characters",
+    );
+    const long = `p${"y".repeat(999)}`;
+    assert.equal((await rest("PATCH", path, { json: { name: long } })).status, 200);
+    assert.equal((await rest("GET", path)).body.target.target.name, long);
+    assert.equal((await rest("PATCH", path, { json: { name: "patched" } })).status, 200);
     await rejects(
       () => rest("PATCH", path, { json: { timeout: "300s" } }),
       400,

@@ -251,17 +251,32 @@ describe("domains API", () => {
     ]);
     assert.equal((await api("GET", `/${a.id}`, ownerA)).status, 200);
     const before = await eventCount(platform);
-    assert.equal((await api("GET", `/${b.id}`, ownerA)).status, 403);
+    // A domain of an organization the caller may not read is unknown to it (contract.md §1).
+    const hidden = await api("GET", `/${b.id}`, ownerA);
+    assert.equal(hidden.status, 404);
+    assert.deepEqual(hidden.body, { code: 5, message: "domain not found", details: [] });
     assert.equal((await api("POST", `/_search?ctx.org_id=${orgB}`, ownerA, [])).status, 403);
     assert.equal(
       (await api("POST", `?ctx.org_id=${orgB}`, ownerA, { domain: "c.visible.example" })).status,
       403,
     );
-    assert.equal((await api("DELETE", `/${b.id}`, ownerA)).status, 403);
+    assert.equal((await api("DELETE", `/${b.id}`, ownerA)).status, 404);
     assert.equal(
       (await api("POST", `/${b.id}/_validate`, ownerA, { method: "DOMAIN_VALIDATION_TYPE_HTTP" })).status,
-      403,
+      404,
     );
+    assert.equal((await api("POST", `/${b.id}/_set_as_primary`, ownerA)).status, 404);
     assert.equal(await eventCount(platform), before);
+    // Readable but not writable: 403.
+    const { token: viewerB } = await addMachineUser(platform, {
+      username: "domains-viewer-b",
+      orgId: orgB,
+      membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER_VIEWER"] },
+    });
+    const beforeViewer = await eventCount(platform);
+    assert.equal((await api("GET", `/${b.id}`, viewerB)).status, 200);
+    assert.equal((await api("DELETE", `/${b.id}`, viewerB)).status, 403);
+    assert.equal((await api("POST", `/${b.id}/_set_as_primary`, viewerB)).status, 403);
+    assert.equal(await eventCount(platform), beforeViewer);
   });
 });

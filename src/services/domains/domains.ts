@@ -99,16 +99,19 @@ export function domainsService(deps: ServiceDeps) {
   const verifier = () => deps.domainVerifier ?? defaultVerifier;
   const defaultVerifier = new NetworkDomainVerifier();
 
-  /** The domain addressed by ID in the Host's instance, after checking `permission` in its org. */
+  /**
+   * The domain addressed by ID in the Host's instance, after checking `permission` in its org: 404 when
+   * it is unknown or the caller may not even read it (domain.read; contract.md §1), 403 when it may read
+   * it but lacks `permission`.
+   */
   async function addressed(ctx: Parameters<typeof authorize>[1], id: string, permission: Permission) {
     const call = await authorize(deps, ctx, "authenticated");
     if (call.context.type === "system") throw new NotFoundError("domain not found");
     const row = await domainRow(deps.db, call.context.instanceId, id);
-    await deps.authorizer.authorize(call.caller, permission, {
-      type: "org",
-      instanceId: row.instance_id,
-      orgId: row.org_id,
-    });
+    const context = { type: "org" as const, instanceId: row.instance_id, orgId: row.org_id };
+    if (!(await deps.authorizer.can(call.caller, "domain.read", context)))
+      throw new NotFoundError("domain not found");
+    await deps.authorizer.authorize(call.caller, permission, context);
     return { call, row };
   }
 

@@ -168,6 +168,62 @@ describe("instances API", () => {
       401,
     );
 
+    // Users stay apart too: the tenant's users are invisible from the first instance and the reverse, and
+    // a PAT of a tenant user authenticates only on the tenant's host.
+    const tenantOwner = await addMachineUser(platform, {
+      username: "tenant-robot",
+      instanceId: id,
+      orgId: created.body.org_id,
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    });
+    const users = (token: string, host?: string) =>
+      call("POST", "/resources/v3alpha/users/_search?query.limit=1000", token, { host, body: [] });
+    const tenantUsers = await users(tenantOwner.token, tenantHost);
+    assert.equal(tenantUsers.status, 200, JSON.stringify(tenantUsers.body));
+    assert.deepEqual(tenantUsers.body.result.map((u: Json) => u.username).sort(), [
+      "tenant-admin",
+      "tenant-robot",
+    ]);
+    const firstUsers = await users(iamOwner);
+    assert.equal(firstUsers.status, 200);
+    const firstNames = firstUsers.body.result.map((u: Json) => u.username);
+    assert.ok(firstNames.includes("first-iam-owner") && firstNames.includes("admin"), String(firstNames));
+    assert.ok(!firstNames.includes("tenant-admin") && !firstNames.includes("tenant-robot"));
+    // Same username in both instances: usernames are unique per instance only.
+    assert.equal(
+      (
+        await call("POST", "/resources/v3alpha/users", iamOwner, {
+          body: { username: "tenant-robot", machine: { name: "first instance's tenant-robot" } },
+        })
+      ).status,
+      201,
+    );
+    for (const userId of [created.body.admin_user_id, tenantOwner.userId]) {
+      const get = await call("GET", `/resources/v3alpha/users/${userId}`, iamOwner);
+      assert.equal(get.status, 404, "a user of another instance is unknown");
+      assert.equal(
+        (await call("GET", `/resources/v3alpha/users/${userId}`, tenantOwner.token, { host: tenantHost }))
+          .status,
+        200,
+      );
+    }
+    assert.equal(
+      (
+        await call(
+          "GET",
+          `/resources/v3alpha/users/${platform.bootstrapResult!.adminUserId}`,
+          tenantOwner.token,
+          {
+            host: tenantHost,
+          },
+        )
+      ).status,
+      404,
+    );
+    // The tenant user's PAT is 401 on the first instance's host, whatever it calls.
+    assert.equal((await users(tenantOwner.token)).status, 401);
+    assert.equal((await call("GET", "/settings/v3alpha/languages", tenantOwner.token)).status, 401);
+
     // The admin exists in the new instance with IAM_OWNER.
     const admin = await platform.db.query<{ username: string; org_id: string }>(
       "SELECT username, org_id FROM users WHERE instance_id = $1 AND id = $2",
@@ -221,7 +277,12 @@ describe("instances API", () => {
       [{ ...base, admin: { ...admin, password: "" } }, /^instance\.admin\.password: /],
       [
         { ...base, admin: { ...admin, password: "short" } },
-        /^instance\.admin\.password: must be at least \d+ characters/,
+        /^instance\.admin\.password: does not meet the password policy: needs at least \d+ characters/,
+      ],
+      [
+        // long enough, but not the complexity every other password must have (users API, SetPassword)
+        { ...base, admin: { ...admin, password: "alllowercase" } },
+        /^instance\.admin\.password: does not meet the password policy: .*an uppercase letter/,
       ],
       [{ ...base, color: "blue" }, /color/],
     ];
@@ -314,8 +375,26 @@ describe("instances API", () => {
       [a],
     );
 
+    // A target of instance A: its signing key must not outlive the instance.
+    const hostA = `order-a.localhost:${port}`;
+    const target = await call("POST", "/resources/v3alpha/targets", await systemToken(hostA), {
+      host: hostA,
+      body: {
+        name: "hook",
+        rest_webhook: { url: "https://example.com/hook" },
+        timeout: "5s",
+        is_async: true,
+      },
+    });
+    assert.equal(target.status, 201, target.text);
+    const keysOf = async () =>
+      (await platform.db.query("SELECT 1 FROM action_target_signing_keys WHERE instance_id = $1", [a]))
+        .length;
+    assert.equal(await keysOf(), 1);
+
     const deleted = await instances("DELETE", `/${a}`, system);
     assert.equal(deleted.status, 200);
+    assert.equal(await keysOf(), 0, "signing keys are deleted with their instance");
     assert.equal((await instances("GET", `/${a}`, system)).status, 404);
     assert.equal((await instances("DELETE", `/${a}`, system)).status, 404);
     const host = `order-a.localhost:${port}`;

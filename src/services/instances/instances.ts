@@ -11,6 +11,7 @@ import {
 } from "../../domain/instance/commands.ts";
 import { INSTANCE, type InstanceLimitsPayload } from "../../domain/instance/events.ts";
 import type { Version } from "../../domain/org/commands.ts";
+import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import { RequestContextSchema } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import {
@@ -147,9 +148,8 @@ export function instancesService(deps: ServiceDeps) {
       });
       const orgName = nonBlank(input.firstOrgName, "instance.first_org_name");
       const admin = input.admin!;
-      const min = deps.config.passwordMinLength;
-      if ([...admin.password].length < min)
-        throw new InvalidArgumentError(`must be at least ${min} characters`, "instance.admin.password");
+      // The same complexity policy as every other password (users API, SetPassword).
+      checkPasswordPolicy(admin.password, deps.config.passwordMinLength, "instance.admin.password");
       const created = await createInstance(deps.eventStore, call.creator, {
         name,
         domains,

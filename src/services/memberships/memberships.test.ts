@@ -58,8 +58,8 @@ describe("memberships", () => {
   it("create → get → patch → search → delete; the roles take effect at once", async () => {
     const { userId, token } = await member("manager", orgA);
     const someone = await member("someone", orgA);
-    // Without a membership the user cannot read users of org A.
-    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 403);
+    // Without a membership the user cannot read users of org A: they are unknown to it.
+    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 404);
 
     const created = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
       method: "POST",
@@ -121,7 +121,7 @@ describe("memberships", () => {
     assert.equal(deleted.status, 200, deleted.text);
     assert.equal((await rest(`${MEMBERSHIPS}/${id}`)).status, 404);
     assert.equal((await rest(`${MEMBERSHIPS}/${id}`, { method: "DELETE" })).status, 404);
-    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 403);
+    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 404);
     // After removal the same user may become a member again.
     const again = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
       method: "POST",
@@ -304,6 +304,25 @@ describe("memberships", () => {
       0,
     );
 
+    // A membership in org B is unknown to A's owner (no membership.read there): 404 for every operation
+    // (contract.md §1), nothing stored.
+    const targetInB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      method: "POST",
+      json: { user_id: target.userId, roles: ["ORG_OWNER_VIEWER"] },
+    });
+    assert.equal(targetInB.status, 201, targetInB.text);
+    const beforeForeign = await eventCount(platform);
+    for (const [method, json] of [
+      ["GET", undefined],
+      ["PATCH", { roles: ["ORG_OWNER"] }],
+      ["DELETE", undefined],
+    ] as const) {
+      const r = await rest(`${MEMBERSHIPS}/${targetInB.json.details.id}`, { method, json, token: a.token });
+      assert.equal(r.status, 404, `${method}: ${r.text}`);
+      assert.deepEqual(r.json, { code: 5, message: "membership not found", details: [] });
+    }
+    assert.equal(await eventCount(platform), beforeForeign);
+
     const inB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
       method: "POST",
       json: { user_id: a.userId, roles: ["ORG_OWNER_VIEWER"] },
@@ -314,6 +333,8 @@ describe("memberships", () => {
     assert.ok(withB.json.result.some((m: Json) => m.details.id === inB.json.details.id));
     assert.ok(withB.json.result.every((m: Json) => m.details.resource_owner.id === orgB));
     const idsInB = withB.json.result.length;
+    // Readable now, but not writable: 403.
+    assert.equal((await rest(`${MEMBERSHIPS}/${targetInB.json.details.id}`, { token: a.token })).status, 200);
     assert.equal(
       (await rest(`${MEMBERSHIPS}/${inB.json.details.id}`, { method: "DELETE", token: a.token })).status,
       403,

@@ -157,7 +157,11 @@ export function membershipsService(deps: ServiceDeps) {
     return projectId === undefined ? call.context : projectContext(deps.db, call.context, projectId);
   }
 
-  /** The membership `id` of the Host's instance (404) with `permission` in its context (403). */
+  /**
+   * The membership `id` of the Host's instance with `permission` in its context: 404 when it is unknown
+   * or the caller may not even read it (membership.read; contract.md §1), 403 when it may read it but
+   * lacks `permission`.
+   */
   async function membershipCall(ctx: HandlerContext, id: string, permission: Permission) {
     const { scope, caller } = await authenticate(deps, ctx);
     const instanceId = scope.instanceId ?? "";
@@ -168,6 +172,8 @@ export function membershipsService(deps: ServiceDeps) {
     const row = rows[0];
     if (!row) throw new NotFoundError("membership not found");
     const context = contextOfRow(instanceId, row);
+    if (!(await deps.authorizer.can(caller, "membership.read", context)))
+      throw new NotFoundError("membership not found");
     await deps.authorizer.authorize(caller, permission, context);
     return { instanceId, creator: caller.userId, row, context };
   }

@@ -250,15 +250,16 @@ describe("organizations API", () => {
     );
     assert.equal(seen.body.details.total_result, "1");
     assert.equal((await api("GET", `/${orgA}`, ownerA)).status, 200);
-    const denied = await api("GET", `/${orgB}`, ownerA);
-    assert.equal(denied.status, 403);
-    assert.equal(denied.body.code, 7);
-    assert.equal((await api("GET", `/${newId()}`, ownerA)).status, 404);
+    // An organization the caller may not read is unknown to it, like an unknown ID (contract.md §1).
+    const hidden = await api("GET", `/${orgB}`, ownerA);
+    assert.equal(hidden.status, 404);
+    assert.deepEqual(hidden.body, { code: 5, message: "organization not found", details: [] });
+    assert.deepEqual((await api("GET", `/${newId()}`, ownerA)).body, hidden.body);
     assert.deepEqual((await api("POST", "/_search", nobody, [])).body.result, []);
 
     const before = await eventCount(platform);
-    assert.equal((await api("PATCH", `/${orgB}`, ownerA, { name: "Mine now" })).status, 403);
-    assert.equal((await api("DELETE", `/${orgB}`, ownerA)).status, 403);
+    assert.equal((await api("PATCH", `/${orgB}`, ownerA, { name: "Mine now" })).status, 404);
+    assert.equal((await api("DELETE", `/${orgB}`, ownerA)).status, 404);
     assert.equal(
       (await api("POST", "", ownerA, { name: "New by org owner" })).status,
       403,
@@ -269,6 +270,20 @@ describe("organizations API", () => {
     assert.equal((await api("GET", `/${orgA}`, "garbage")).status, 401);
     assert.equal(await eventCount(platform), before);
     assert.equal((await api("PATCH", `/${orgA}`, ownerA, { name: "Visible A2" })).status, 200);
+
+    // Readable but not writable: 403.
+    const { token: viewerB } = await addMachineUser(platform, {
+      username: "viewer-b",
+      orgId: orgB,
+      membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER_VIEWER"] },
+    });
+    const beforeViewer = await eventCount(platform);
+    assert.equal((await api("GET", `/${orgB}`, viewerB)).status, 200);
+    const denied = await api("PATCH", `/${orgB}`, viewerB, { name: "Mine now" });
+    assert.equal(denied.status, 403);
+    assert.equal(denied.body.code, 7);
+    assert.equal((await api("DELETE", `/${orgB}`, viewerB)).status, 403);
+    assert.equal(await eventCount(platform), beforeViewer);
   });
 
   it("deleting an organization removes its users, projects and memberships", async () => {

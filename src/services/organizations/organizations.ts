@@ -1,6 +1,8 @@
 import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
 import { apiService } from "../../api/register.ts";
 import type { Caller } from "../../auth/caller.ts";
+import type { Permission } from "../../auth/permissions.ts";
 import { setDefaultOrg } from "../../domain/instance/commands.ts";
 import { INSTANCE } from "../../domain/instance/events.ts";
 import { changeOrg, createOrg, removeOrg } from "../../domain/org/commands.ts";
@@ -106,6 +108,21 @@ async function readableOrgs(deps: ServiceDeps, caller: Caller, instanceId: strin
 
 /** PlatformOrganizations: the organizations of an instance. */
 export function organizationsService(deps: ServiceDeps) {
+  /**
+   * The organization `id` of the Host's instance as the call's context, with `permission` in it. 404 when
+   * it is unknown or the caller may not even read it (org.read; contract.md §1), 403 when it may read it
+   * but lacks `permission`.
+   */
+  async function orgCall(ctx: HandlerContext, id: string, permission: Permission) {
+    const call = await authorize(deps, ctx, "authenticated", { ctx: orgContext(id) });
+    if (call.context.type !== "org") throw new NotFoundError("organization not found");
+    const context = call.context;
+    if (!(await deps.authorizer.can(call.caller, "org.read", context)))
+      throw new NotFoundError("organization not found");
+    if (permission !== "org.read") await deps.authorizer.authorize(call.caller, permission, context);
+    return { ...call, context };
+  }
+
   return apiService(PlatformOrganizations, {
     async createOrganization(req, ctx) {
       const call = await authorize(deps, ctx, "org.create", { ctx: req.ctx });
@@ -130,8 +147,7 @@ export function organizationsService(deps: ServiceDeps) {
     },
 
     async getOrganization(req, ctx) {
-      const call = await authorize(deps, ctx, "org.read", { ctx: orgContext(req.id) });
-      if (call.context.type !== "org") throw new NotFoundError("organization not found");
+      const call = await orgCall(ctx, req.id, "org.read");
       return { organization: toGetOrganization(await orgRow(deps.db, call.context.instanceId, req.id)) };
     },
 
@@ -150,8 +166,7 @@ export function organizationsService(deps: ServiceDeps) {
     },
 
     async patchOrganization(req, ctx) {
-      const call = await authorize(deps, ctx, "org.write", { ctx: orgContext(req.id) });
-      if (call.context.type !== "org") throw new NotFoundError("organization not found");
+      const call = await orgCall(ctx, req.id, "org.write");
       const name =
         req.organization?.name === undefined
           ? undefined
@@ -172,8 +187,7 @@ export function organizationsService(deps: ServiceDeps) {
     },
 
     async deleteOrganization(req, ctx) {
-      const call = await authorize(deps, ctx, "org.delete", { ctx: orgContext(req.id) });
-      if (call.context.type !== "org") throw new NotFoundError("organization not found");
+      const call = await orgCall(ctx, req.id, "org.delete");
       const version = await removeOrg(deps.eventStore, {
         instanceId: call.context.instanceId,
         creator: call.creator,

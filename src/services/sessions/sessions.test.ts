@@ -18,6 +18,7 @@ import { PlatformSessions } from "../../gen/platform/resources/session/v3alpha/s
 import { newId } from "../../id.ts";
 
 const BASE = "/resources/v3alpha/sessions";
+const USERS = "/resources/v3alpha/users";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON answers
 type Json = any;
@@ -66,25 +67,6 @@ async function addHuman(platform: TestPlatform, username: string, password: stri
   return userId;
 }
 
-/** Appends one event to a user (lock state changes the users API will offer as `_unlock` etc.). */
-async function appendUserEvent(platform: TestPlatform, userId: string, type: string): Promise<void> {
-  await platform.eventStore.push(
-    { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
-    async (tx) => {
-      await tx.load(USER, userId);
-      return [
-        {
-          aggregateType: USER,
-          aggregateId: userId,
-          resourceOwner: platform.bootstrapResult!.orgId,
-          type,
-          payload: null,
-        },
-      ];
-    },
-  );
-}
-
 async function userState(platform: TestPlatform, userId: string): Promise<number> {
   const rows = await platform.db.query<{ state: number }>("SELECT state FROM users WHERE id = $1", [userId]);
   return Number(rows[0].state);
@@ -106,6 +88,7 @@ describe("sessions", () => {
   let orgManager: string; // ORG_USER_MANAGER of the default org
   let otherManager: { userId: string; token: string }; // ORG_USER_MANAGER of another org
   let nobody: { userId: string; token: string }; // no role
+  let viewer: { userId: string; token: string }; // ORG_OWNER_VIEWER of the default org (reads, no writes)
   let orgId: string;
   let adminId: string;
 
@@ -131,6 +114,10 @@ describe("sessions", () => {
       membership: { contextType: "org", contextId: otherOrg, roles: ["ORG_USER_MANAGER"] },
     });
     nobody = await addMachineUser(platform, { username: "nobody" });
+    viewer = await addMachineUser(platform, {
+      username: "org-viewer",
+      membership: { contextType: "org", roles: ["ORG_OWNER_VIEWER"] },
+    });
   });
   after(() => platform.stop());
 
@@ -253,7 +240,9 @@ describe("sessions", () => {
 
     // Delete: with session.delete, and with the session's own token by a caller without permission.
     const before = await eventCount(platform);
-    const denied = await rest("DELETE", `${BASE}/${ids[1]}`, { token: nobody.token });
+    const hidden = await rest("DELETE", `${BASE}/${ids[1]}`, { token: nobody.token });
+    assert.equal(hidden.status, 404, "a session the caller may not read is unknown to it");
+    const denied = await rest("DELETE", `${BASE}/${ids[1]}`, { token: viewer.token });
     assert.equal(denied.status, 403, denied.text);
     assert.equal(denied.body.message, "permission denied: session.delete is required");
     const wrongToken = await rest("DELETE", `${BASE}/${ids[1]}?session_token=${byName.body.session_token}`, {
@@ -322,9 +311,14 @@ describe("sessions", () => {
     assert.equal(answer.body.message, "permission denied: session.write is required");
     answer = await createSession({ user: { login_name: "admin" } }, nobody.token);
     assert.equal(answer.status, 403);
-    // session.write in another organization only.
+    // session.write in another organization only: a user it may not read is unknown to it.
     answer = await createSession({ user: { login_name: "admin" } }, otherManager.token);
+    assert.equal(answer.status, 404, answer.text);
+    assert.deepEqual(answer.body, { code: 5, message: "user not found", details: [] });
+    // user.read without session.write in the user's organization: 403.
+    answer = await createSession({ user: { login_name: "admin" } }, viewer.token);
     assert.equal(answer.status, 403, answer.text);
+    assert.equal(answer.body.message, "permission denied: session.write is required");
     answer = await createSession({ user: { login_name: "admin" } }, null);
     assert.equal(answer.status, 401);
     // Unknown users.
@@ -342,16 +336,25 @@ describe("sessions", () => {
     assert.equal(created.status, 201, created.text);
     const id = created.body.details.id;
     assert.equal((await rest("GET", `${BASE}/${id}`, { token: orgManager })).status, 200);
-    // The other org's manager can neither read, patch nor delete it, nor find it.
+    // The other org's manager can neither read, patch nor delete it, nor find it: to it the session
+    // does not exist (404, as an unknown ID; contract.md §1).
     const foreign = await rest("GET", `${BASE}/${id}`, { token: otherManager.token });
-    assert.equal(foreign.status, 403, foreign.text);
-    assert.equal(foreign.body.message, "permission denied: session.read is required");
+    assert.equal(foreign.status, 404, foreign.text);
+    assert.deepEqual(foreign.body, { code: 5, message: "session not found", details: [] });
     const patch = await rest("PATCH", `${BASE}/${id}`, {
       token: otherManager.token,
-      json: { session_token: created.body.session_token },
+      json: { session_token: created.body.session_token, checks: { user: { login_name: "admin" } } },
     });
-    assert.equal(patch.status, 403);
-    assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: otherManager.token })).status, 403);
+    assert.equal(patch.status, 404, patch.text);
+    assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: otherManager.token })).status, 404);
+    // A caller that may read the session but not write it: 403.
+    assert.equal((await rest("GET", `${BASE}/${id}`, { token: viewer.token })).status, 200);
+    const readOnlyPatch = await rest("PATCH", `${BASE}/${id}`, {
+      token: viewer.token,
+      json: { session_token: created.body.session_token, checks: { user: { login_name: "admin" } } },
+    });
+    assert.equal(readOnlyPatch.status, 403, readOnlyPatch.text);
+    assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: viewer.token })).status, 403);
     const search = await rest("POST", `${BASE}/_search`, { token: otherManager.token });
     assert.equal(search.status, 200);
     assert.deepEqual(search.body.result, []);
@@ -502,9 +505,23 @@ describe("sessions", () => {
       sessionsBefore,
     );
 
-    // Unlock (the users API's `_unlock` arrives in parallel: append the event directly).
-    await appendUserEvent(platform, userId, UserEvent.unlocked);
+    // The users API shows the lock; its `_unlock` (POST /resources/v3alpha/users/{id}/_unlock) restores
+    // login. It needs user.write in the user's organization.
+    const user = await rest("GET", `${USERS}/${userId}`, { token: owner });
+    assert.equal(user.body.user.state, "USER_STATE_LOCKED");
+    const beforeUnlock = await eventCount(platform);
+    const notAllowed = await rest("POST", `${USERS}/${userId}/_unlock`, { token: viewer.token });
+    assert.equal(notAllowed.status, 403, notAllowed.text);
+    assert.equal(await eventCount(platform), beforeUnlock);
+    assert.equal(await userState(platform, userId), UserState.locked);
+    const unlocked = await rest("POST", `${USERS}/${userId}/_unlock`, { token: owner });
+    assert.equal(unlocked.status, 200, unlocked.text);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.unlocked), 1);
     assert.equal(await userState(platform, userId), UserState.active);
+    assert.equal(
+      (await rest("GET", `${USERS}/${userId}`, { token: owner })).body.user.state,
+      "USER_STATE_ACTIVE",
+    );
     const passed = await check(password);
     assert.equal(passed.status, 201, passed.text);
     // The count restarted: one wrong password does not lock.
@@ -525,7 +542,7 @@ describe("sessions", () => {
     });
 
     // Inactive users cannot pass checks; machine users have no password.
-    await appendUserEvent(platform, userId, UserEvent.deactivated);
+    assert.equal((await rest("POST", `${USERS}/${userId}/_deactivate`, { token: owner })).status, 200);
     const inactive = await check(password);
     assert.deepEqual(inactive.body, { code: 9, message: "user is inactive", details: [] });
     const machine = await createSession({ user: { user_id: nobody.userId }, password: { password: "x" } });

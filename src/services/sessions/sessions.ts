@@ -7,7 +7,6 @@ import {
   checkSession,
   createSession,
   findUser,
-  getSessionState,
   type PasswordPolicy,
   terminateSession,
   type UserCheck,
@@ -156,6 +155,17 @@ export function sessionsService(deps: ServiceDeps) {
     return deps.authorizer.can(caller, "session.read", orgContext(instanceId, row.org_id));
   }
 
+  /** The session `id` the caller may read: 404 when unknown or not readable (contract.md §1). */
+  async function readableSession(caller: Caller, instanceId: string, id: string): Promise<SessionRow> {
+    const rows = await deps.db.query<SessionRow>(
+      `SELECT ${SELECT} FROM ${FROM} WHERE s.instance_id = $1 AND s.id = $2`,
+      [instanceId, id],
+    );
+    if (rows.length === 0 || !(await mayRead(caller, instanceId, rows[0])))
+      throw new NotFoundError("session not found");
+    return rows[0];
+  }
+
   return apiService(PlatformSessions, {
     async createSession(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated");
@@ -168,7 +178,13 @@ export function sessionsService(deps: ServiceDeps) {
       const userCheck = toUserCheck(checks?.user);
       if (!userCheck) throw new InvalidArgumentError("is required", "session.checks.user");
       const user = await findUser(deps.db, instanceId, userCheck);
-      await deps.authorizer.authorize(call.caller, "session.write", orgContext(instanceId, user.orgId));
+      // A user the caller may not even read is unknown to it (no probing of other organizations' users).
+      const userOrg = orgContext(instanceId, user.orgId);
+      if (!(await deps.authorizer.can(call.caller, "session.write", userOrg))) {
+        if (!(await deps.authorizer.can(call.caller, "user.read", userOrg)))
+          throw new NotFoundError("user not found");
+        throw new PermissionDeniedError("permission denied: session.write is required");
+      }
       const created = await createSession(
         deps.eventStore,
         actor(call, instanceId),
@@ -189,8 +205,8 @@ export function sessionsService(deps: ServiceDeps) {
     async patchSession(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated");
       const instanceId = instanceOf(call.context);
-      const session = await getSessionState(deps.eventStore, instanceId, req.id);
-      await deps.authorizer.authorize(call.caller, "session.write", orgContext(instanceId, session.orgId!));
+      const session = await readableSession(call.caller, instanceId, req.id);
+      await deps.authorizer.authorize(call.caller, "session.write", orgContext(instanceId, session.org_id));
       const checks = req.session?.checks;
       const userCheck = toUserCheck(checks?.user);
       let user: CheckedUser | undefined;
@@ -219,14 +235,8 @@ export function sessionsService(deps: ServiceDeps) {
     async getSession(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated");
       const instanceId = instanceOf(call.context);
-      const rows = await deps.db.query<SessionRow>(
-        `SELECT ${SELECT} FROM ${FROM} WHERE s.instance_id = $1 AND s.id = $2`,
-        [instanceId, req.id],
-      );
-      if (rows.length === 0) throw new NotFoundError("session not found");
-      if (!(await mayRead(call.caller, instanceId, rows[0])))
-        throw new PermissionDeniedError("permission denied: session.read is required");
-      return create(GetSessionResponseSchema, { session: toGetSession(rows[0]) });
+      const row = await readableSession(call.caller, instanceId, req.id);
+      return create(GetSessionResponseSchema, { session: toGetSession(row) });
     },
 
     async searchSessions(req, ctx) {
@@ -284,14 +294,16 @@ export function sessionsService(deps: ServiceDeps) {
     async deleteSession(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated");
       const instanceId = instanceOf(call.context);
-      const session = await getSessionState(deps.eventStore, instanceId, req.id);
       const token = req.sessionToken === "" ? undefined : req.sessionToken;
-      if (token === undefined)
+      if (token === undefined) {
+        // Without the token: the caller must be allowed to (read and) delete the session.
+        const session = await readableSession(call.caller, instanceId, req.id);
         await deps.authorizer.authorize(
           call.caller,
           "session.delete",
-          orgContext(instanceId, session.orgId!),
+          orgContext(instanceId, session.org_id),
         );
+      }
       const version = await terminateSession(deps.eventStore, actor(call, instanceId), {
         sessionId: req.id,
         token,

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { createPublicKey, generateKeyPairSync } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -8,9 +10,12 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  freshBackend,
   startPlatform,
   type TestPlatform,
+  tempDir,
 } from "../../../test/helpers.ts";
+import { startProcess } from "../../../test/process.ts";
 import { addMachineEvent } from "../../domain/user/commands.ts";
 import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { newId } from "../../id.ts";
@@ -86,6 +91,13 @@ describe("users", () => {
     assert.equal(created.status, 201, created.text);
     assertNoSecrets(created.text, password);
     const id = created.json.details.id;
+    // The event stores only the argon2id hash.
+    const [added] = await platform.db.query<{ payload: Json }>(
+      "SELECT payload FROM events WHERE aggregate_id = $1 AND event_type = 'user.human.added'",
+      [id],
+    );
+    assert.ok(!JSON.stringify(added.payload).includes(password), "no password in the event");
+    assert.match(added.payload.password_hash, /^\$argon2id\$/);
     assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
 
     let got = await rest(`${USERS}/${id}`);
@@ -367,7 +379,7 @@ describe("users", () => {
   it("a machine user's PAT created through the API authenticates; after removal it is 401", async () => {
     const id = await createUser(machine("robot"));
     const created = await rest(`${USERS}/${id}/pats`, { method: "POST", json: {} });
-    assert.equal(created.status, 200, created.text);
+    assert.equal(created.status, 201, created.text);
     const { token, pat_id: patId } = created.json;
     assert.ok(token.length >= 40);
     assert.equal(created.json.details.id, patId);
@@ -375,9 +387,13 @@ describe("users", () => {
     let r = await rest("/settings/v3alpha/languages", { token });
     assert.equal(r.status, 200, r.text);
     r = await rest(`${USERS}/${id}`, { token });
-    assert.equal(r.status, 403, "authenticated, but without user.read");
+    assert.equal(r.status, 404, "authenticated, but without user.read: the user is unknown to it");
     const got = await rest(`${USERS}/${id}`);
     assertNoSecrets(got.text, token);
+    const patEvents = JSON.stringify(
+      await platform.db.query("SELECT payload FROM events WHERE aggregate_id = $1", [id]),
+    );
+    assert.ok(!patEvents.includes(token), "only the token's hash is stored");
 
     const removed = await rest(`${USERS}/${id}/pats/${patId}`, { method: "DELETE" });
     assert.equal(removed.status, 200, removed.text);
@@ -396,7 +412,7 @@ describe("users", () => {
       method: "POST",
       json: { expiration_date: new Date(Date.now() + 3_600_000).toISOString() },
     });
-    assert.equal(future.status, 200);
+    assert.equal(future.status, 201);
     assert.equal((await rest("/settings/v3alpha/languages", { token: future.json.token })).status, 200);
 
     // Locked users cannot use their token.
@@ -419,10 +435,14 @@ describe("users", () => {
     assertNoSecrets(searched.text, clientSecret);
     const again = await rest(`${USERS}/${id}/_generate_secret`, { method: "POST" });
     assert.notEqual(again.json.client_secret, clientSecret);
+    const secretEvents = JSON.stringify(
+      await platform.db.query("SELECT payload FROM events WHERE aggregate_id = $1", [id]),
+    );
+    assert.ok(!secretEvents.includes(clientSecret) && !secretEvents.includes(again.json.client_secret));
 
     // Server-generated key pair: the private key comes back once, only the public key is stored.
     const key = await rest(`${USERS}/${id}/keys`, { method: "POST", json: {} });
-    assert.equal(key.status, 200, key.text);
+    assert.equal(key.status, 201, key.text);
     const file = JSON.parse(Buffer.from(key.json.key_content, "base64").toString("utf8"));
     assert.equal(file.type, "serviceaccount");
     assert.equal(file.keyId, key.json.key_id);
@@ -447,7 +467,7 @@ describe("users", () => {
         expiration_date: "2099-01-01T00:00:00Z",
       },
     });
-    assert.equal(own.status, 200, own.text);
+    assert.equal(own.status, 201, own.text);
     assert.equal(own.json.key_content, "");
     const bad = await rest(`${USERS}/${id}/keys`, { method: "POST", json: { public_key: "not a key" } });
     assert.equal(bad.status, 400);
@@ -507,8 +527,44 @@ describe("users", () => {
     assert.ok(seenByA.result.every((u: Json) => u.details.resource_owner.id === orgA));
     assert.equal((await search(ownerA, `?ctx.org_id=${orgB}`)).result.length, 0);
     assert.equal((await search(ownerA, "", [{ ids: { ids: [inB] } }])).result.length, 0);
-    assert.equal((await rest(`${USERS}/${inB}`, { token: ownerA })).status, 403);
     assert.equal((await rest(`${USERS}/${inA}`, { token: ownerA })).status, 200);
+
+    // A user of an organization the caller may not read is unknown to it (404, like an unknown ID;
+    // contract.md §1), whatever the operation; nothing is stored.
+    const before = await eventCount(platform);
+    for (const [method, path, json] of [
+      ["GET", "", undefined],
+      ["PATCH", "", { username: "taken-over" }],
+      ["DELETE", "", undefined],
+      ["POST", "/_lock", undefined],
+      ["POST", "/_deactivate", undefined],
+      ["POST", "/_set_password", { password: "Take-0ver!" }],
+      ["PATCH", "/metadata", { entries: { k: "dg==" } }],
+      ["POST", "/pats", {}],
+      ["POST", "/keys", {}],
+      ["POST", "/_generate_secret", undefined],
+    ] as const) {
+      const r = await rest(`${USERS}/${inB}${path}`, { method, json, token: ownerA });
+      assert.equal(r.status, 404, `${method} ${path}: ${r.text}`);
+      assert.deepEqual(r.json, { code: 5, message: "user not found", details: [] });
+    }
+    assert.equal(await eventCount(platform), before);
+    // With user.read but not user.write in org B: 403.
+    const { token: viewerB } = await addMachineUser(platform, {
+      username: "viewer-b",
+      membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER_VIEWER"] },
+    });
+    assert.equal((await rest(`${USERS}/${inB}`, { token: viewerB })).status, 200);
+    const beforeViewer = await eventCount(platform);
+    const denied = await rest(`${USERS}/${inB}`, {
+      method: "PATCH",
+      json: { username: "x" },
+      token: viewerB,
+    });
+    assert.equal(denied.status, 403, denied.text);
+    assert.equal(denied.json.code, 7);
+    assert.equal((await rest(`${USERS}/${inB}/_lock`, { method: "POST", token: viewerB })).status, 403);
+    assert.equal(await eventCount(platform), beforeViewer);
 
     // The instance owner sees both; ctx.org_id narrows.
     const all = await search(owner, "", [{ org: { org_id: orgB } }]);
@@ -605,5 +661,96 @@ describe("users", () => {
     );
     // The bootstrap admin's login is unaffected by all of this.
     assert.ok(ADMIN_PASSWORD);
+  });
+});
+
+describe("users: secrets never reach the logs", () => {
+  it("passwords, client secrets, tokens and hashes appear in no log line, even at trace level", async () => {
+    const backend = await freshBackend();
+    const patPath = path.join(tempDir("pat-"), "admin-client.pat");
+    const adminPassword = "Admin-Passw0rd!";
+    const server = await startProcess({
+      ...backend.env,
+      PLATFORM_PORT: "0",
+      PLATFORM_LOG_LEVEL: "trace",
+      PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: adminPassword,
+      PLATFORM_FIRSTINSTANCE_PAT_PATH: patPath,
+    });
+    const secrets = [adminPassword];
+    try {
+      const token = readFileSync(patPath, "utf8").trim();
+      secrets.push(token);
+      const call = async (method: string, url: string, json?: unknown, bearer = token) => {
+        const response = await fetch(`${server.url}${url}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${bearer}`,
+            ...(json === undefined ? {} : { "content-type": "application/json" }),
+          },
+          body: json === undefined ? undefined : JSON.stringify(json),
+        });
+        return { status: response.status, json: (await response.json()) as Json };
+      };
+      const first = "First-Passw0rd!";
+      const second = "Second-Passw0rd!";
+      const wrong = "Wrong-Passw0rd!";
+      secrets.push(first, second, wrong);
+      const created = await call("POST", USERS, {
+        username: "logged",
+        human: {
+          profile: { given_name: "L", family_name: "G" },
+          email: { address: "logged@example.com" },
+          password: { password: first },
+        },
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.json));
+      const id = created.json.details.id;
+      const weak = await call("POST", USERS, {
+        username: "weak",
+        human: {
+          profile: { given_name: "W", family_name: "K" },
+          email: { address: "weak@example.com" },
+          password: { password: "weakpassword" },
+        },
+      });
+      assert.equal(weak.status, 400);
+      secrets.push("weakpassword");
+      const setWrong = await call("POST", `${USERS}/${id}/_set_password`, {
+        password: second,
+        current_password: wrong,
+      });
+      assert.equal(setWrong.status, 400);
+      const set = await call("POST", `${USERS}/${id}/_set_password`, {
+        password: second,
+        current_password: first,
+      });
+      assert.equal(set.status, 200, JSON.stringify(set.json));
+      const wrongLogin = await call("POST", "/resources/v3alpha/sessions", {
+        checks: { user: { login_name: "logged" }, password: { password: wrong } },
+      });
+      assert.equal(wrongLogin.status, 400);
+      const session = await call("POST", "/resources/v3alpha/sessions", {
+        checks: { user: { login_name: "logged" }, password: { password: second } },
+      });
+      assert.equal(session.status, 201, JSON.stringify(session.json));
+      secrets.push(session.json.session_token);
+
+      const robot = await call("POST", USERS, { username: "logged-robot", machine: { name: "robot" } });
+      const robotId = robot.json.details.id;
+      const secret = await call("POST", `${USERS}/${robotId}/_generate_secret`);
+      secrets.push(secret.json.client_secret);
+      const pat = await call("POST", `${USERS}/${robotId}/pats`, {});
+      secrets.push(pat.json.token);
+      assert.equal((await call("GET", "/settings/v3alpha/languages", undefined, pat.json.token)).status, 200);
+      await call("DELETE", `${USERS}/${robotId}/pats/${pat.json.pat_id}`);
+      assert.equal((await call("GET", "/settings/v3alpha/languages", undefined, pat.json.token)).status, 401);
+    } finally {
+      await server.stop();
+      await backend.cleanup();
+    }
+    const logs = `${server.stdout()}\n${server.stderr()}`;
+    assert.ok(logs.split("\n").length > 20, "trace logging was on");
+    for (const secret of secrets) assert.ok(!logs.includes(secret), "a secret reached the logs");
+    assert.doesNotMatch(logs, /\$argon2/);
   });
 });

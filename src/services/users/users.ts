@@ -84,8 +84,10 @@ const given = (value: string | undefined): string | undefined => (value === "" ?
  */
 export function usersService(deps: ServiceDeps) {
   /**
-   * The user `id` of the Host's instance (404 when unknown), with the caller authorized for `permission`
-   * in the user's organization (403). `self`: the user itself only needs to be authenticated.
+   * The user `id` of the Host's instance, with the caller authorized for `permission` in the user's
+   * organization. 404 when the user is unknown or the caller may not even read it (user.read in its
+   * organization; contract.md §1), 403 when it may read but lacks `permission`. `self`: the user itself
+   * only needs to be authenticated.
    */
   async function userCall(
     ctx: HandlerContext,
@@ -97,9 +99,12 @@ export function usersService(deps: ServiceDeps) {
     const row = scope.instanceId ? await readUser(deps.db, scope.instanceId, id) : undefined;
     if (!row) throw new NotFoundError("user not found");
     const isSelf = options.self === true && caller.kind === "user" && caller.userId === id;
-    const call = await authorize(deps, ctx, isSelf ? "authenticated" : permission, {
-      ctx: orgContext(row.org_id),
-    });
+    const call = await authorize(deps, ctx, "authenticated", { ctx: orgContext(row.org_id) });
+    if (!isSelf) {
+      if (!(await deps.authorizer.can(call.caller, "user.read", call.context)))
+        throw new NotFoundError("user not found");
+      await deps.authorizer.authorize(call.caller, permission, call.context);
+    }
     return { call, row };
   }
 
@@ -420,7 +425,7 @@ export function usersService(deps: ServiceDeps) {
       return { details, clientId, clientSecret: secret };
     },
 
-    async addMachineKey(req, ctx) {
+    async createMachineKey(req, ctx) {
       const { call, row } = await userCall(ctx, req.id, "user.credential.write");
       if (row.type !== UserType.machine)
         throw new FailedPreconditionError("machine credentials exist only for machine users");
@@ -479,7 +484,7 @@ export function usersService(deps: ServiceDeps) {
       return { details };
     },
 
-    async addPersonalAccessToken(req, ctx) {
+    async createPersonalAccessToken(req, ctx) {
       const { call } = await userCall(ctx, req.id, "user.credential.write");
       const expires = expiration(req.pat?.expirationDate, "pat.expiration_date");
       const patId = newId();

@@ -35,7 +35,8 @@ export type InstanceAdmin = Message<"platform.resources.instance.v3alpha.Instanc
   username: string;
 
   /**
-   * Password (at least the configured minimum length, PLATFORM_PASSWORD_MIN_LENGTH); stored as argon2id hash.
+   * Password, under the password complexity policy of the users API (at least PLATFORM_PASSWORD_MIN_LENGTH
+   * characters with an uppercase letter, a lowercase letter, a digit and a symbol); stored as argon2id hash.
    *
    * @generated from field: string password = 2;
    */
