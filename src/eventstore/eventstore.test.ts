@@ -51,6 +51,33 @@ describe("event store", () => {
     );
   });
 
+  it("expect() locks on the current sequence without reading the history", async () => {
+    const aggregateId = newId();
+    const ctx = { instanceId, creator: "test" };
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        platform.eventStore.push(ctx, async (tx) => {
+          const seen = await tx.expect("counter", aggregateId);
+          return [
+            {
+              aggregateType: "counter",
+              aggregateId,
+              resourceOwner: instanceId,
+              type: "counter.incremented",
+              payload: { writer: i, seen },
+            },
+          ];
+        }),
+      ),
+    );
+    assert.equal(results.flat().length, 20);
+    const events = await platform.eventStore.aggregateEvents(instanceId, "counter", aggregateId);
+    assert.deepEqual(
+      events.map((e) => [e.sequence, e.payload!.seen]),
+      Array.from({ length: 20 }, (_, i) => [i + 1, i]),
+    );
+  });
+
   it("a unique-constraint violation rolls back the events and the projection rows", async () => {
     const orgId = platform.bootstrapResult!.orgId;
     const userEvent = (username: string): NewEvent => ({

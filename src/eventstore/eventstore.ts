@@ -99,6 +99,11 @@ export class EventStore {
               loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), events.at(-1)?.sequence ?? 0);
               return events;
             },
+            expect: async (aggregateType, aggregateId, instanceId = ctx.instanceId) => {
+              const sequence = await currentSequence(tx, instanceId, aggregateType, aggregateId);
+              loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), sequence);
+              return sequence;
+            },
           };
           const events = await command(commandTx);
           if (events.length === 0) return [];
@@ -129,13 +134,7 @@ export class EventStore {
       const instanceId = event.instanceId ?? ctx.instanceId;
       const key = aggregateKey(instanceId, event.aggregateType, event.aggregateId);
       let sequence = next.get(key) ?? loaded.get(key);
-      if (sequence === undefined) {
-        const current = await tx.query<{ sequence: number | null }>(
-          "SELECT max(sequence) AS sequence FROM events WHERE instance_id = $1 AND aggregate_type = $2 AND aggregate_id = $3",
-          [instanceId, event.aggregateType, event.aggregateId],
-        );
-        sequence = Number(current[0]?.sequence ?? 0);
-      }
+      sequence ??= await currentSequence(tx, instanceId, event.aggregateType, event.aggregateId);
       sequence += 1;
       next.set(key, sequence);
       const base = values.length;
@@ -276,6 +275,19 @@ async function applyUniqueConstraint(tx: Queryable, instanceId: string, constrai
     [scope, constraint.type, field],
   );
   if (rows.length === 0) throw new AlreadyExistsError(constraint.message);
+}
+
+async function currentSequence(
+  tx: Queryable,
+  instanceId: string,
+  aggregateType: string,
+  aggregateId: string,
+) {
+  const rows = await tx.query<{ sequence: number | null }>(
+    "SELECT max(sequence) AS sequence FROM events WHERE instance_id = $1 AND aggregate_type = $2 AND aggregate_id = $3",
+    [instanceId, aggregateType, aggregateId],
+  );
+  return Number(rows[0]?.sequence ?? 0);
 }
 
 function aggregateKey(instanceId: string, aggregateType: string, aggregateId: string): string {

@@ -59,6 +59,13 @@ export interface CommandTx extends Queryable {
    * runs again from the start.
    */
   load(aggregateType: string, aggregateId: string, instanceId?: string): Promise<StoredEvent[]>;
+  /**
+   * The aggregate's current sequence, made the expected one as `load` does, without reading its events:
+   * for commands that decide from a read model instead of folding a long history. Call it BEFORE reading
+   * the read model, so that a write committed in between makes the append conflict (and the command re-run)
+   * rather than go unnoticed.
+   */
+  expect(aggregateType: string, aggregateId: string, instanceId?: string): Promise<number>;
 }
 
 export type EventHandler = (tx: Queryable, event: StoredEvent) => Promise<void>;

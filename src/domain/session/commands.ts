@@ -230,6 +230,30 @@ interface CheckRun {
   sessionEvents: (user: UserForCheck) => NewEvent[];
 }
 
+/** The same facts as `foldUser`, from the users read model. */
+export async function userForCheck(q: Queryable, instanceId: string, userId: string): Promise<UserForCheck> {
+  const rows = await q.query<{
+    type: number;
+    state: number;
+    org_id: string;
+    password_hash: string | null;
+    password_failed_attempts: number;
+  }>(
+    "SELECT type, state, org_id, password_hash, password_failed_attempts FROM users WHERE instance_id = $1 AND id = $2",
+    [instanceId, userId],
+  );
+  const row = rows[0];
+  if (!row) return { exists: false, state: UserState.active, failedAttempts: 0 };
+  return {
+    exists: true,
+    type: row.type,
+    state: row.state,
+    orgId: row.org_id,
+    passwordHash: row.password_hash ?? undefined,
+    failedAttempts: row.password_failed_attempts,
+  };
+}
+
 /**
  * Runs the checks of one command. The (slow) argon2 verification runs before the transaction against the
  * hash then current, and again inside only when the hash changed meanwhile. A wrong password commits the
@@ -243,7 +267,7 @@ async function runChecks(
 ): Promise<StoredEvent[]> {
   const verify = run.password === undefined ? undefined : passwordVerifier(run.password);
   if (verify) {
-    const user = foldUser(await store.aggregateEvents(actor.instanceId, USER, run.userId));
+    const user = await userForCheck(store.db, actor.instanceId, run.userId);
     if (user.exists && user.state === UserState.active && user.type === UserType.human && user.passwordHash)
       await verify(user.passwordHash);
   }
@@ -251,7 +275,10 @@ async function runChecks(
   const stored = await store.push(actor, async (tx) => {
     wrongPassword = false;
     await run.prepare?.(tx);
-    const user = foldUser(await tx.load(USER, run.userId));
+    // A user who logs in often has a long history: decide from the read model (kept in step inside this
+    // transaction), with the user's current sequence as the optimistic lock.
+    await tx.expect(USER, run.userId);
+    const user = await userForCheck(tx, actor.instanceId, run.userId);
     assertCheckable(user);
     const events: NewEvent[] = [];
     if (verify) {

@@ -48,10 +48,17 @@ export async function changeSettings(
   const stored = await eventStore.push(
     { instanceId: change.instanceId, creator: change.creator },
     async (tx) => {
-      const events = await tx.load(SETTINGS, aggregateId);
-      const last = events.at(-1);
-      current = { sequence: last?.sequence ?? 0, changeDate: last?.createdAt };
-      const before = foldSettings(events);
+      // The read model holds the folded values; expect() first, so a concurrent change makes this re-run.
+      await tx.expect(SETTINGS, aggregateId);
+      const rows = await tx.query<{ settings: Record<string, unknown>; sequence: number; changed_at: Date }>(
+        `SELECT settings, sequence, changed_at FROM settings
+       WHERE instance_id = $1 AND owner_type = $2 AND owner_id = $3 AND category = $4`,
+        [change.instanceId, change.owner.type, change.owner.id, change.category],
+      );
+      current = rows[0]
+        ? { sequence: Number(rows[0].sequence), changeDate: rows[0].changed_at }
+        : { sequence: 0 };
+      const before = rows[0]?.settings ?? {};
       const set = Object.fromEntries(
         Object.entries(change.set).filter(([key, value]) => !isDeepStrictEqual(before[key], value)),
       );
