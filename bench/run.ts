@@ -58,6 +58,13 @@ const scenarios: Scenario[] = [
     headers: { ...auth, "content-type": "application/json" },
     bodies: ['{"default_language":{"key":"de"}}', '{"default_language":{"key":"fr"}}'],
   },
+  {
+    name: "POST /resources/v3alpha/sessions (login: argon2id password check)",
+    method: "POST",
+    path: "/resources/v3alpha/sessions",
+    headers: { ...auth, "content-type": "application/json" },
+    bodies: ['{"checks":{"user":{"login_name":"admin"},"password":{"password":"Bench-Password1!"}}}'],
+  },
 ];
 
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
