@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import { freshBackend } from "../test/helpers.ts";
 
 const duration = Number(process.env.BENCH_DURATION ?? 10);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -13,24 +14,32 @@ const root = path.resolve(import.meta.dirname, "..");
 const dir = mkdtempSync(path.join(os.tmpdir(), "platform-bench-"));
 const patPath = path.join(dir, "admin.pat");
 const port = 18000 + Math.floor(Math.random() * 1000);
+// A fresh database every run: a new PGlite directory, or a new database on the DATABASE_URL server.
+const backend = await freshBackend();
 
 const child = spawn(process.execPath, [path.join(root, "bin/platform.js"), "start"], {
   env: {
     ...process.env,
     PLATFORM_PORT: String(port),
-    PLATFORM_DATA_DIR: path.join(dir, "data"),
+    DATABASE_URL: "",
+    ...backend.env,
     PLATFORM_FIRSTINSTANCE_PAT_PATH: patPath,
     PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: "Bench-Password1!",
     PLATFORM_LOG_LEVEL: "warn",
   },
   stdio: ["ignore", "pipe", "inherit"],
 });
-await new Promise<void>((resolve, reject) => {
-  child.stdout!.on("data", (d: Buffer) => {
-    if (String(d).includes("Platform is running")) resolve();
+try {
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (d: Buffer) => {
+      if (String(d).includes("Platform is running")) resolve();
+    });
+    child.on("exit", (code) => reject(new Error(`platform exited with ${code}`)));
   });
-  child.on("exit", (code) => reject(new Error(`platform exited with ${code}`)));
-});
+} catch (error) {
+  await backend.cleanup();
+  throw error;
+}
 const url = `http://localhost:${port}`;
 const token = readFileSync(patPath, "utf8").trim();
 const auth = { authorization: `Bearer ${token}` };
@@ -103,4 +112,5 @@ try {
   child.kill("SIGTERM");
   await new Promise((resolve) => child.on("exit", resolve));
   rmSync(dir, { recursive: true, force: true });
+  await backend.cleanup();
 }

@@ -66,6 +66,11 @@ describe("session decisions (pure)", () => {
       passwordCheckEvents("u1", user, true, { maxPasswordAttempts: 10 }).map((e) => e.type),
       [UserEvent.passwordCheckSucceeded],
     );
+    // Nothing to reset: a right password records nothing on the user.
+    assert.deepEqual(
+      passwordCheckEvents("u1", { ...user, failedAttempts: 0 }, true, { maxPasswordAttempts: 10 }),
+      [],
+    );
   });
 
   it("folds a session until it is terminated", () => {

@@ -130,7 +130,12 @@ export function passwordCheckEvents(
   policy: PasswordPolicy,
 ): NewEvent[] {
   const base = { aggregateType: USER, aggregateId: userId, resourceOwner: user.orgId ?? "" };
-  if (passed) return [{ ...base, type: UserEvent.passwordCheckSucceeded, payload: null }];
+  // A right password only needs recording when it resets earlier failures: logins of a user then neither
+  // grow the user's history nor contend for its sequence (the session's own events record the check).
+  if (passed)
+    return user.failedAttempts > 0
+      ? [{ ...base, type: UserEvent.passwordCheckSucceeded, payload: null }]
+      : [];
   const events: NewEvent[] = [{ ...base, type: UserEvent.passwordCheckFailed, payload: null }];
   const max = policy.maxPasswordAttempts;
   if (max > 0 && user.failedAttempts + 1 >= max)

@@ -470,7 +470,11 @@ describe("sessions", () => {
     const check = (pw: string) =>
       createSession({ user: { login_name: "lockme" }, password: { password: pw } });
 
-    // A right password, then wrong ones: the success resets the count.
+    // A right password with no failure before records nothing on the user (only the session's events).
+    assert.equal((await check(password)).status, 201);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckSucceeded), 0);
+    // A wrong one, then a right one: the success is recorded because it resets the count.
+    assert.equal((await check("wrong-0")).status, 400);
     assert.equal((await check(password)).status, 201);
     assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckSucceeded), 1);
     for (let i = 1; i <= 9; i++) {
@@ -481,9 +485,9 @@ describe("sessions", () => {
       assert.equal(await eventCount(platform), before + 1, "only the failed check is stored, no session");
       assert.equal(await userState(platform, userId), UserState.active);
     }
-    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 9);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 10);
     const sessionsBefore = await platform.db.query("SELECT id FROM sessions WHERE user_id = $1", [userId]);
-    assert.equal(sessionsBefore.length, 1, "only the session of the right password");
+    assert.equal(sessionsBefore.length, 2, "only the sessions of the right passwords");
 
     // The 10th wrong password locks.
     const tenth = await check("wrong-10");
@@ -536,7 +540,7 @@ describe("sessions", () => {
     });
     assert.equal(patched.status, 400);
     assert.equal(patched.body.message, "password is wrong");
-    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 12);
+    assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 13);
     assert.deepEqual(await rest("GET", `${BASE}/${passed.body.details.id}`, { token: owner }), {
       ...session,
     });
