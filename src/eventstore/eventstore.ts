@@ -55,6 +55,9 @@ export type CommittedListener = (events: StoredEvent[]) => void;
 
 class SequenceConflict extends Error {}
 
+/** deadlock_detected, serialization_failure */
+const RETRYABLE_STATES = new Set(["40P01", "40001"]);
+
 /**
  * Appends events with a per-aggregate sequence as optimistic lock, checks unique constraints and runs
  * the inline projections, all in one transaction.
@@ -112,7 +115,9 @@ export class EventStore {
         if (stored.length > 0) for (const listener of this.listeners) listener(stored);
         return stored;
       } catch (error) {
-        if (!(error instanceof SequenceConflict)) throw error;
+        // PostgreSQL ends one of two deadlocked (or serialization-failed) transactions: run it again.
+        const retryable = error instanceof SequenceConflict || RETRYABLE_STATES.has(sqlState(error) ?? "");
+        if (!retryable) throw error;
         if (attempt >= MAX_ATTEMPTS) {
           throw new AbortedError("the resource was changed concurrently too often; try again");
         }

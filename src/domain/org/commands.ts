@@ -15,6 +15,7 @@ import {
   OrgEvent,
   orgSlug,
 } from "./events.ts";
+import { lockOrgForRemoval } from "./locks.ts";
 
 const nameConstraint = (name: string): UniqueConstraintAction => ({
   action: "add",
@@ -196,6 +197,7 @@ export async function removeOrg(
   cmd: OrgCommand & { orgId: string },
 ): Promise<Version> {
   const stored = await eventStore.push(cmd, async (tx) => {
+    await lockOrgForRemoval(tx, cmd.instanceId, cmd.orgId);
     const org = await loadOrg(tx, cmd.orgId);
     const instance = await tx.load(INSTANCE, cmd.instanceId);
     if (defaultOrgOf(instance) === cmd.orgId) {

@@ -11,6 +11,7 @@ import {
   removeMembershipEvent,
 } from "../../domain/membership/commands.ts";
 import { ContextType, MEMBERSHIP } from "../../domain/membership/events.ts";
+import { holdOrg, holdUser } from "../../domain/org/locks.ts";
 import { OwnerType, type SettingsOwner } from "../../domain/settings/events.ts";
 import { InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { StoredEvent } from "../../eventstore/types.ts";
@@ -221,11 +222,8 @@ export function membershipsService(deps: ServiceDeps) {
       const [event] = await deps.eventStore.push(
         { instanceId: context.instanceId, creator: call.creator },
         async (tx) => {
-          const users = await tx.query("SELECT 1 FROM users WHERE instance_id = $1 AND id = $2", [
-            context.instanceId,
-            input.userId,
-          ]);
-          if (users.length === 0) throw new NotFoundError("user not found");
+          if (context.type !== "instance") await holdOrg(tx, context.instanceId, context.orgId);
+          await holdUser(tx, context.instanceId, input.userId);
           return [
             addMembershipEvent(id, target.owner, {
               context_type: target.type,

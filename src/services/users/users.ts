@@ -9,6 +9,7 @@ import { hashPassword, verifyPassword } from "../../crypto/password.ts";
 import { randomToken, sha256 } from "../../crypto/tokens.ts";
 import { removeMembershipEvent } from "../../domain/membership/commands.ts";
 import { ContextType } from "../../domain/membership/events.ts";
+import { holdOrg, lockUserForRemoval } from "../../domain/org/locks.ts";
 import { OwnerType } from "../../domain/settings/events.ts";
 import {
   addHumanEvent,
@@ -272,7 +273,10 @@ export function usersService(deps: ServiceDeps) {
           access_token_type: machine.accessTokenType,
         });
       }
-      const [stored] = await deps.eventStore.push({ instanceId, creator: call.creator }, async () => [event]);
+      const [stored] = await deps.eventStore.push({ instanceId, creator: call.creator }, async (tx) => {
+        await holdOrg(tx, instanceId, orgId);
+        return [event];
+      });
       return {
         details: resourceDetails({
           id: userId,
@@ -304,6 +308,7 @@ export function usersService(deps: ServiceDeps) {
     async deleteUser(req, ctx) {
       const { call } = await userCall(ctx, req.id, "user.delete");
       const details = await onUser(call, req.id, async (user, tx) => {
+        await lockUserForRemoval(tx, call.context.type === "system" ? "" : call.context.instanceId, user.id);
         const memberships = await tx.query<{
           id: string;
           context_type: number;
