@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import { cpSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -169,4 +170,130 @@ export async function rawRequest(
     request.on("error", reject);
     request.end(options.body);
   });
+}
+
+/** A JSON value of an answer: checked field by field. */
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers are checked field by field
+export type Json = any;
+
+/** The answer to a REST call of a test. */
+export interface RestReply {
+  status: number;
+  /** The body as received. */
+  text: string;
+  /** The body parsed as JSON (undefined only for a `raw` call whose answer is not JSON; a call whose answer
+   * is not JSON throws). */
+  json: Json;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface RestOptions {
+  /** A body sent as JSON. */
+  json?: unknown;
+  /** A body sent as is, labelled JSON (for malformed or hand-written JSON). */
+  body?: string;
+  /** The bearer token: the client's default when undefined, none when null or empty. */
+  token?: string | null;
+  /** Further request headers (they override the defaults). */
+  headers?: Record<string, string>;
+  /** A Host header: the call goes to 127.0.0.1 over raw HTTP/1.1 with it (fetch may not set Host). */
+  host?: string;
+  /** The answer may be other than JSON: parsed only when its content type is JSON. */
+  raw?: boolean;
+}
+
+export type RestCall = (method: string, path: string, options?: RestOptions) => Promise<RestReply>;
+
+/**
+ * REST calls of a test against a listening platform (or a function giving it, for clients made before it
+ * starts), with `defaultToken()` as bearer token unless a call names its own. Every answer must be JSON
+ * (else the call throws), unless the call is `raw`. `onReply` sees every answer (e.g. to keep the texts).
+ */
+export function restClient(
+  platform: { url: string } | (() => { url: string }),
+  defaultToken: () => string | undefined = () => undefined,
+  onReply?: (reply: RestReply) => void,
+): RestCall {
+  return async (method, path, options = {}) => {
+    const base = typeof platform === "function" ? platform().url : platform.url;
+    const headers: Record<string, string> = {};
+    const token = options.token === undefined ? defaultToken() : options.token;
+    if (token) headers.authorization = `Bearer ${token}`;
+    const body = options.json !== undefined ? JSON.stringify(options.json) : options.body;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    Object.assign(headers, options.headers);
+    let reply: RestReply;
+    if (options.host !== undefined) {
+      const url = new URL(path, base);
+      url.hostname = "127.0.0.1";
+      const response = await rawRequest(url.toString(), {
+        method,
+        headers: { ...headers, host: options.host },
+        body,
+      });
+      reply = { status: response.status, text: response.body, json: undefined, headers: response.headers };
+    } else {
+      const response = await fetch(`${base}${path}`, { method, headers, body });
+      const text = await response.text();
+      reply = {
+        status: response.status,
+        text,
+        json: undefined,
+        headers: Object.fromEntries(response.headers),
+      };
+    }
+    const isJson = String(reply.headers["content-type"] ?? "").includes("json");
+    if (!options.raw || isJson) {
+      try {
+        reply.json = JSON.parse(reply.text);
+      } catch {
+        throw new Error(
+          `${method} ${path}: the ${reply.status} answer is not JSON: ${reply.text.slice(0, 200)}`,
+        );
+      }
+    }
+    onReply?.(reply);
+    return reply;
+  };
+}
+
+/** Asserts an rpcStatus error: HTTP status, gRPC code and the start of the message (usually the field). */
+export function assertRpcError(
+  reply: RestReply,
+  status: number,
+  code: number,
+  message?: RegExp | string,
+): void {
+  assert.equal(reply.status, status, reply.text);
+  assert.equal(reply.json.code, code, reply.text);
+  if (typeof message === "string") assert.ok(reply.json.message.startsWith(message), reply.json.message);
+  else if (message) assert.match(reply.json.message, message);
+}
+
+/** Runs `fn` and asserts that it stored no event; returns what `fn` returned. */
+export async function expectNothingStored<T>(
+  platform: Platform,
+  fn: () => Promise<T>,
+  message = "nothing stored",
+): Promise<T> {
+  const before = await eventCount(platform);
+  const result = await fn();
+  assert.equal(await eventCount(platform), before, message);
+  return result;
+}
+
+/** Asserts that `call` fails with an rpcStatus error (as assertRpcError) and stores nothing. */
+export async function assertRejected(
+  platform: Platform,
+  call: () => Promise<RestReply>,
+  status: number,
+  code: number,
+  message?: RegExp | string,
+): Promise<void> {
+  await expectNothingStored(platform, async () => assertRpcError(await call(), status, code, message));
+}
+
+/** The body option of a REST call for a test value: a string as is (e.g. malformed JSON), else as JSON. */
+export function jsonOrRaw(body: unknown): Pick<RestOptions, "json" | "body"> {
+  return typeof body === "string" ? { body } : { json: body };
 }

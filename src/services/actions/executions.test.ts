@@ -2,12 +2,20 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { eventCount, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
+import {
+  assertRejected,
+  eventCount,
+  type Json,
+  type RestReply,
+  restClient,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
 import { executionCandidates } from "../../domain/action/conditions.ts";
 import { PlatformActions } from "../../gen/platform/resources/action/v3alpha/action_service_pb.ts";
 import { PlatformLanguageSettings } from "../../gen/platform/settings/language/v3alpha/language_service_pb.ts";
 import { findExecutionTargets } from "../../query/actions.ts";
-import { addCallers, assertError, type Json, type Reply, restClient } from "./testing.ts";
+import { addCallers } from "./testing.ts";
 
 const EXECUTIONS = "/resources/v3alpha/executions";
 const SVC = "platform.resources.action.v3alpha.PlatformActions";
@@ -28,23 +36,16 @@ describe("actions: executions", () => {
     rest("DELETE", `${EXECUTIONS}/${encodeURIComponent(id)}`, { token });
   const search = (query: string, filters?: unknown[], token?: string) =>
     rest("POST", `${EXECUTIONS}/_search${query}`, { json: filters, token });
-  const ids = (reply: Reply) => reply.body.result.map((r: Json) => r.details.id);
-  const rejects = async (
-    call: () => Promise<Reply>,
-    status: number,
-    code: number,
-    message?: RegExp | string,
-  ) => {
-    const before = await eventCount(platform);
-    assertError(await call(), status, code, message);
-    assert.equal(await eventCount(platform), before, "nothing stored");
-  };
+  const ids = (reply: RestReply) => reply.json.result.map((r: Json) => r.details.id);
+  /** Asserts an rpcStatus error that stored nothing. */
+  const rejects = (call: () => Promise<RestReply>, status: number, code: number, message?: RegExp | string) =>
+    assertRejected(platform, call, status, code, message);
   const newTarget = async (name: string) =>
     (
       await rest("POST", "/resources/v3alpha/targets", {
         json: { name, rest_webhook: { url: `https://${name}.example/hook` }, timeout: "5s", is_async: false },
       })
-    ).body.details.id as string;
+    ).json.details.id as string;
 
   before(async () => {
     platform = await startPlatform({ listen: true });
@@ -59,13 +60,13 @@ describe("actions: executions", () => {
 
   it("lists the available functions, methods (of every registered service) and services", async () => {
     const functions = await rest("GET", `${EXECUTIONS}/functions`);
-    assert.deepEqual(functions.body, { functions: ["preuserinfo", "preaccesstoken"] });
-    const methods = (await rest("GET", `${EXECUTIONS}/methods`)).body.methods as string[];
+    assert.deepEqual(functions.json, { functions: ["preuserinfo", "preaccesstoken"] });
+    const methods = (await rest("GET", `${EXECUTIONS}/methods`)).json.methods as string[];
     for (const m of [CREATE_TARGET, `/${SVC}/ListAvailableExecutionServices`, `/${LANG}/SetLanguages`]) {
       assert.ok(methods.includes(m), m);
     }
     assert.deepEqual(methods, [...methods].sort());
-    const services = (await rest("GET", `${EXECUTIONS}/services`)).body.services as string[];
+    const services = (await rest("GET", `${EXECUTIONS}/services`)).json.services as string[];
     assert.ok(services.includes(SVC) && services.includes(LANG));
     // generated from the descriptors: every method of the registered services, nothing else
     for (const service of [PlatformActions, PlatformLanguageSettings]) {
@@ -89,33 +90,33 @@ describe("actions: executions", () => {
     ];
     for (const [condition, id] of cases) {
       const created = await put({ condition, targets: [t1] });
-      assert.equal(created.status, 201, JSON.stringify(created.body));
-      assert.equal(created.body.details.id, id);
-      assert.equal(created.body.details.resource_owner.id, instanceId);
+      assert.equal(created.status, 201, JSON.stringify(created.json));
+      assert.equal(created.json.details.id, id);
+      assert.equal(created.json.details.resource_owner.id, instanceId);
       const found = await search("", [{ in_conditions: { conditions: [condition] } }]);
       assert.deepEqual(ids(found), [id]);
-      assert.deepEqual(found.body.result[0].execution, { condition, targets: [t1], includes: [] });
+      assert.deepEqual(found.json.result[0].execution, { condition, targets: [t1], includes: [] });
     }
     // the same condition again: 200 and still one execution; same content again adds no event
     const again = await put({ condition: { request: { method: CREATE_TARGET } }, targets: [t2, t1] });
     assert.equal(again.status, 200);
-    assert.equal(again.body.details.sequence, "2");
+    assert.equal(again.json.details.sequence, "2");
     const before = await eventCount(platform);
     const same = await put({ condition: { request: { method: CREATE_TARGET } }, targets: [t2, t1] });
     assert.equal(same.status, 200);
-    assert.equal(same.body.details.sequence, "2");
+    assert.equal(same.json.details.sequence, "2");
     assert.equal(await eventCount(platform), before);
     const one = await search("", [
       { in_conditions: { conditions: [{ request: { method: CREATE_TARGET } }] } },
     ]);
-    assert.equal(one.body.details.total_result, "1");
-    assert.deepEqual(one.body.result[0].execution.targets, [t2, t1], "target order is kept");
+    assert.equal(one.json.details.total_result, "1");
+    assert.deepEqual(one.json.result[0].execution.targets, [t2, t1], "target order is kept");
   });
 
   it("validates conditions, targets and includes (one passing, one failing case each); nothing stored on failure", async () => {
     const ok = async (execution: unknown) => {
       const reply = await put(execution);
-      assert.ok(reply.status === 201 || reply.status === 200, JSON.stringify(reply.body));
+      assert.ok(reply.status === 201 || reply.status === 200, JSON.stringify(reply.json));
       return reply;
     };
     await rejects(() => put({ targets: [t1] }), 400, 3, "execution.condition: is required");
@@ -296,10 +297,10 @@ describe("actions: executions", () => {
         );
       }
       const created = await put({ condition: { event: { [member]: long } }, targets: [t1] });
-      assert.equal(created.status, 201, JSON.stringify(created.body));
-      assert.equal(created.body.details.id, member === "event" ? `event.${long}` : `event.${long}.*`);
+      assert.equal(created.status, 201, JSON.stringify(created.json));
+      assert.equal(created.json.details.id, member === "event" ? `event.${long}` : `event.${long}.*`);
       const mixed = await put({ condition: { event: { [member]: "User_Human-2.added" } } });
-      assert.equal(mixed.status, 201, JSON.stringify(mixed.body));
+      assert.equal(mixed.status, 201, JSON.stringify(mixed.json));
     }
     // an include naming such an event is not an execution ID (400), not a missing execution (404)
     await rejects(
@@ -318,10 +319,10 @@ describe("actions: executions", () => {
       includes: [`response./${LANG}/SetLanguages`],
     });
     const raw = await rest("DELETE", `${EXECUTIONS}/response.%2F${LANG}%2FSetLanguages`);
-    assert.equal(raw.status, 200, JSON.stringify(raw.body));
-    assert.equal(raw.body.details.id, `response./${LANG}/SetLanguages`);
+    assert.equal(raw.status, 200, JSON.stringify(raw.json));
+    assert.equal(raw.json.details.id, `response./${LANG}/SetLanguages`);
     assert.equal(
-      (await search("", [{ include: { include: `response./${LANG}/SetLanguages` } }])).body.details
+      (await search("", [{ include: { include: `response./${LANG}/SetLanguages` } }])).json.details
         .total_result,
       "0",
     );
@@ -334,7 +335,7 @@ describe("actions: executions", () => {
         },
       },
     ]);
-    assert.deepEqual(includer.body.result[0].execution.includes, []);
+    assert.deepEqual(includer.json.result[0].execution.includes, []);
     await rejects(() => del(`response./${LANG}/SetLanguages`), 404, 5);
     await rejects(() => del("x".repeat(201)), 400, 3, "id: must be at most 200 characters");
     // deleted and put again: created (201)
@@ -345,7 +346,7 @@ describe("actions: executions", () => {
     const shared = await newTarget("shared");
     await put({ condition: { request: { method: GET_TARGET } }, targets: [t1, shared] });
     await put({ condition: { event: { group: "org" } }, targets: [shared] });
-    assert.equal((await search("", [{ target: { id: shared } }])).body.details.total_result, "2");
+    assert.equal((await search("", [{ target: { id: shared } }])).json.details.total_result, "2");
     const before = await eventCount(platform);
     const deleted = await rest("DELETE", `/resources/v3alpha/targets/${shared}`);
     assert.equal(deleted.status, 200);
@@ -354,12 +355,12 @@ describe("actions: executions", () => {
       "SELECT count(DISTINCT created_at)::int AS n FROM events WHERE position > (SELECT max(position) - 3 FROM events)",
     );
     assert.equal(positions[0].n, 1, "appended in one transaction");
-    assert.equal((await search("", [{ target: { id: shared } }])).body.details.total_result, "0");
+    assert.equal((await search("", [{ target: { id: shared } }])).json.details.total_result, "0");
     const left = await search("?query.asc=true", [
       { in_conditions: { conditions: [{ request: { method: GET_TARGET } }, { event: { group: "org" } }] } },
     ]);
     assert.deepEqual(
-      left.body.result.map((r: Json) => [r.details.id, r.execution.targets]),
+      left.json.result.map((r: Json) => [r.details.id, r.execution.targets]),
       [
         [`request.${GET_TARGET}`, [t1]],
         ["event.org.*", []],
@@ -370,8 +371,8 @@ describe("actions: executions", () => {
   it("searches by execution type, target and include, pages, and caps the limit at 1000", async () => {
     const all = await search("?query.limit=1000");
     assert.equal(all.status, 200);
-    const total = Number(all.body.details.total_result);
-    assert.equal(all.body.result.length, total);
+    const total = Number(all.json.details.total_result);
+    assert.equal(all.json.result.length, total);
     const types = {
       EXECUTION_TYPE_REQUEST: "request",
       EXECUTION_TYPE_RESPONSE: "response",
@@ -381,12 +382,12 @@ describe("actions: executions", () => {
     let sum = 0;
     for (const [type, prefix] of Object.entries(types)) {
       const reply = await search("?query.limit=1000", [{ execution_type: { type } }]);
-      assert.ok(reply.body.result.length > 0, type);
+      assert.ok(reply.json.result.length > 0, type);
       assert.ok(
         ids(reply).every((id: string) => id === prefix || id.startsWith(`${prefix}.`)),
         type,
       );
-      sum += reply.body.result.length;
+      sum += reply.json.result.length;
     }
     assert.equal(sum, total);
     assert.deepEqual(ids(await search("", [{ include: { include: "event.c" } }])), ["event.d"]);
@@ -402,11 +403,11 @@ describe("actions: executions", () => {
     assert.deepEqual(desc, [...asc].reverse(), "creation date, descending by default");
     const page = await search("?query.asc=true&query.limit=3&query.offset=3");
     assert.deepEqual(ids(page), asc.slice(3, 6));
-    assert.equal(page.body.details.total_result, String(total));
-    assert.equal(page.body.details.end_of_list, total <= 6);
+    assert.equal(page.json.details.total_result, String(total));
+    assert.equal(page.json.details.end_of_list, total <= 6);
     const last = await search(`?query.asc=true&query.limit=3&query.offset=${total - 2}`);
-    assert.equal(last.body.details.end_of_list, true);
-    assert.equal(last.body.result.length, 2);
+    assert.equal(last.json.details.end_of_list, true);
+    assert.equal(last.json.result.length, 2);
 
     await rejects(() => search("?query.limit=1001"), 400, 3, "query.limit: must be at most 1000");
     await rejects(
@@ -516,10 +517,10 @@ describe("actions: executions", () => {
     );
     assert.deepEqual(found.result[0].execution!.targets, [t2]);
     const viaRest = await search("", [{ in_conditions: { conditions: [{ function: "preuserinfo" }] } }]);
-    assert.deepEqual(viaRest.body.result[0].execution.targets, [t2]);
-    assert.equal(viaRest.body.result[0].details.sequence, String(found.result[0].details!.sequence));
+    assert.deepEqual(viaRest.json.result[0].execution.targets, [t2]);
+    assert.equal(viaRest.json.result[0].details.sequence, String(found.result[0].details!.sequence));
     const methods = await client.listAvailableExecutionMethods({}, { headers });
-    assert.deepEqual(methods.methods, (await rest("GET", `${EXECUTIONS}/methods`)).body.methods);
+    assert.deepEqual(methods.methods, (await rest("GET", `${EXECUTIONS}/methods`)).json.methods);
     const functions = await client.listAvailableExecutionFunctions({}, { headers });
     assert.deepEqual(functions.functions, ["preuserinfo", "preaccesstoken"]);
     const services = await client.listAvailableExecutionServices({}, { headers });

@@ -3,12 +3,21 @@ import { after, before, describe, it } from "node:test";
 import { toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { eventCount, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
+import {
+  assertRejected,
+  assertRpcError,
+  eventCount,
+  type Json,
+  type RestReply,
+  restClient,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
 import {
   GetTargetResponseSchema,
   PlatformActions,
 } from "../../gen/platform/resources/action/v3alpha/action_service_pb.ts";
-import { addCallers, assertError, type Json, type Reply, restClient } from "./testing.ts";
+import { addCallers } from "./testing.ts";
 
 const TARGETS = "/resources/v3alpha/targets";
 
@@ -24,17 +33,9 @@ describe("actions: targets", () => {
     ...extra,
   });
   const createTarget = async (target: unknown) => rest("POST", TARGETS, { json: target });
-  /** Asserts a failure stored nothing. */
-  const rejects = async (
-    call: () => Promise<Reply>,
-    status: number,
-    code: number,
-    message?: RegExp | string,
-  ) => {
-    const before = await eventCount(platform);
-    assertError(await call(), status, code, message);
-    assert.equal(await eventCount(platform), before, "nothing stored");
-  };
+  /** Asserts an rpcStatus error that stored nothing. */
+  const rejects = (call: () => Promise<RestReply>, status: number, code: number, message?: RegExp | string) =>
+    assertRejected(platform, call, status, code, message);
   const search = (query: string, filters?: unknown[]) =>
     rest("POST", `${TARGETS}/_search${query}`, filters ? { json: filters } : {});
 
@@ -47,39 +48,39 @@ describe("actions: targets", () => {
 
   it("creates a target (201, signing key) and gets it back with its key", async () => {
     const created = await createTarget(valid("first"));
-    assert.equal(created.status, 201, JSON.stringify(created.body));
-    const { id } = created.body.details;
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    const { id } = created.json.details;
     assert.match(id, /^\d+$/);
-    assert.equal(created.body.details.sequence, "1");
-    assert.deepEqual(created.body.details.resource_owner, {
+    assert.equal(created.json.details.sequence, "1");
+    assert.deepEqual(created.json.details.resource_owner, {
       type: "OWNER_TYPE_INSTANCE",
       id: platform.bootstrapResult!.instanceId,
     });
-    assert.ok(created.body.signing_key.length >= 32);
+    assert.ok(created.json.signing_key.length >= 32);
     const other = await createTarget(valid("second"));
-    assert.notEqual(other.body.signing_key, created.body.signing_key, "one key per target");
+    assert.notEqual(other.json.signing_key, created.json.signing_key, "one key per target");
 
     const got = await rest("GET", `${TARGETS}/${id}`);
     assert.equal(got.status, 200);
-    assert.deepEqual(got.body.target.target, {
+    assert.deepEqual(got.json.target.target, {
       name: "first",
       rest_webhook: { url: "https://example.com/hook" },
       timeout: "10s",
       interrupt_on_error: true,
-      signing_key: created.body.signing_key,
+      signing_key: created.json.signing_key,
     });
-    assert.equal(got.body.target.details.id, id);
-    assert.equal(got.body.target.details.change_date, created.body.details.change_date);
+    assert.equal(got.json.target.details.id, id);
+    assert.equal(got.json.target.details.change_date, created.json.details.change_date);
     // the key is never in an event
     const rows = await platform.db.query<{ payload: unknown }>(
       "SELECT payload FROM events WHERE aggregate_id = $1",
       [id],
     );
-    assert.ok(!JSON.stringify(rows).includes(created.body.signing_key));
+    assert.ok(!JSON.stringify(rows).includes(created.json.signing_key));
     // signing_key is output only: ignored in a create
     const ignored = await createTarget(valid("keyless", { signing_key: "chosen-by-caller" }));
     assert.equal(ignored.status, 201);
-    assert.notEqual(ignored.body.signing_key, "chosen-by-caller");
+    assert.notEqual(ignored.json.signing_key, "chosen-by-caller");
   });
 
   it("validates every field of a create (one passing, one failing case each); nothing is stored on failure", async () => {
@@ -151,27 +152,27 @@ describe("actions: targets", () => {
       ],
     ] as const) {
       const reply = await createTarget(body);
-      assert.equal(reply.status, 201, `${what}: ${JSON.stringify(reply.body)}`);
+      assert.equal(reply.status, 201, `${what}: ${JSON.stringify(reply.json)}`);
     }
     // names are unique in the instance
     await rejects(() => createTarget(valid("slow")), 409, 6, 'a target named "slow" already exists');
   });
 
   it("patches only the fields present, switches the oneofs, and a no-op patch adds no event", async () => {
-    const { body } = await createTarget(valid("patchable", { timeout: "5s" }));
+    const { json: body } = await createTarget(valid("patchable", { timeout: "5s" }));
     const id = body.details.id;
     const path = `${TARGETS}/${id}`;
     let reply = await rest("PATCH", path, { json: { name: "patched" } });
     assert.equal(reply.status, 200);
-    assert.equal(reply.body.details.sequence, "2");
-    let got = (await rest("GET", path)).body.target;
+    assert.equal(reply.json.details.sequence, "2");
+    let got = (await rest("GET", path)).json.target;
     assert.deepEqual(got.target, { ...valid("patched", { timeout: "5s" }), signing_key: body.signing_key });
 
     reply = await rest("PATCH", path, {
       json: { rest_request_response: { url: "https://other.example/rr" }, is_async: true, timeout: "2.5s" },
     });
     assert.equal(reply.status, 200);
-    got = (await rest("GET", path)).body.target;
+    got = (await rest("GET", path)).json.target;
     assert.deepEqual(got.target, {
       name: "patched",
       rest_request_response: { url: "https://other.example/rr" },
@@ -182,7 +183,7 @@ describe("actions: targets", () => {
     reply = await rest("PATCH", path, {
       json: { rest_webhook: { url: "https://back.example" }, interrupt_on_error: false },
     });
-    got = (await rest("GET", path)).body.target;
+    got = (await rest("GET", path)).json.target;
     assert.deepEqual(got.target.rest_webhook, { url: "https://back.example" });
     assert.equal(got.target.interrupt_on_error, false);
     assert.equal(got.target.is_async, undefined);
@@ -191,8 +192,8 @@ describe("actions: targets", () => {
     for (const json of [{}, { name: "patched", interrupt_on_error: false, timeout: "2.5s" }]) {
       reply = await rest("PATCH", path, { json });
       assert.equal(reply.status, 200);
-      assert.equal(reply.body.details.sequence, got.details.sequence, "no-op");
-      assert.equal(reply.body.details.change_date, got.details.change_date);
+      assert.equal(reply.json.details.sequence, got.details.sequence, "no-op");
+      assert.equal(reply.json.details.change_date, got.details.change_date);
     }
     assert.equal(await eventCount(platform), before);
 
@@ -211,7 +212,7 @@ describe("actions: targets", () => {
     );
     const long = `p${"y".repeat(999)}`;
     assert.equal((await rest("PATCH", path, { json: { name: long } })).status, 200);
-    assert.equal((await rest("GET", path)).body.target.target.name, long);
+    assert.equal((await rest("GET", path)).json.target.target.name, long);
     assert.equal((await rest("PATCH", path, { json: { name: "patched" } })).status, 200);
     await rejects(
       () => rest("PATCH", path, { json: { timeout: "300s" } }),
@@ -238,7 +239,7 @@ describe("actions: targets", () => {
   });
 
   it("gets and deletes by ID with 404 for unknown IDs and 400 for IDs above 200 characters", async () => {
-    const { body } = await createTarget(valid("doomed"));
+    const { json: body } = await createTarget(valid("doomed"));
     const path = `${TARGETS}/${body.details.id}`;
     await rejects(
       () => rest("GET", `${TARGETS}/${"1".repeat(201)}`),
@@ -249,9 +250,9 @@ describe("actions: targets", () => {
     assert.equal((await rest("GET", `${TARGETS}/${"1".repeat(200)}`)).status, 404);
     const deleted = await rest("DELETE", path);
     assert.equal(deleted.status, 200);
-    assert.equal(deleted.body.details.id, body.details.id);
-    assert.equal(deleted.body.details.sequence, "2");
-    assertError(await rest("GET", path), 404, 5);
+    assert.equal(deleted.json.details.id, body.details.id);
+    assert.equal(deleted.json.details.sequence, "2");
+    assertRpcError(await rest("GET", path), 404, 5);
     await rejects(() => rest("DELETE", path), 404, 5);
     await rejects(() => rest("DELETE", `${TARGETS}/${"1".repeat(201)}`), 400, 3, "id: must be at most 200");
     assert.equal((await createTarget(valid("doomed"))).status, 201, "the name is free again");
@@ -260,7 +261,7 @@ describe("actions: targets", () => {
   it("searches by name with every text filter method and by IDs", async () => {
     const ids: Record<string, string> = {};
     for (const name of ["Alpha.Hook", "alpha_hook2", "beta-alpha", "alphaxhook2"]) {
-      ids[name] = (await createTarget(valid(name))).body.details.id;
+      ids[name] = (await createTarget(valid(name))).json.details.id;
     }
     const scope = { in_ids: { ids: Object.values(ids) } };
     const cases: [string, string, string[]][] = [
@@ -275,9 +276,9 @@ describe("actions: targets", () => {
     ];
     for (const [method, name, expected] of cases) {
       const reply = await search("?query.asc=true", [scope, { name: { name, method } }]);
-      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+      assert.equal(reply.status, 200, JSON.stringify(reply.json));
       assert.deepEqual(
-        reply.body.result.map((r: Json) => r.target.name).sort(),
+        reply.json.result.map((r: Json) => r.target.name).sort(),
         [...expected].sort(),
         method,
       );
@@ -285,11 +286,11 @@ describe("actions: targets", () => {
     // numbers work for the enum too, and the name filter alone searches the whole instance
     const byNumber = await search("", [{ name: { name: "beta-alpha", method: 0 } }]);
     assert.deepEqual(
-      byNumber.body.result.map((r: Json) => r.details.id),
+      byNumber.json.result.map((r: Json) => r.details.id),
       [ids["beta-alpha"]],
     );
     const byIds = await search("", [{ in_ids: { ids: [ids["beta-alpha"], "unknown"] } }]);
-    assert.equal(byIds.body.details.total_result, "1");
+    assert.equal(byIds.json.details.total_result, "1");
 
     await rejects(
       () => search("", [{ name: { name: "a".repeat(201) } }]),
@@ -337,12 +338,12 @@ describe("actions: targets", () => {
     ];
     const ids: string[] = [];
     for (const f of fixtures) {
-      ids.push((await createTarget(f)).body.details.id);
+      ids.push((await createTarget(f)).json.details.id);
       await new Promise((r) => setTimeout(r, 5)); // distinct creation times
     }
     await rest("PATCH", `${TARGETS}/${ids[0]}`, { json: { timeout: "4s" } }); // sortc changed last
     const scope = [{ in_ids: { ids } }];
-    const all = (await search("?query.asc=true", scope)).body.result;
+    const all = (await search("?query.asc=true", scope)).json.result;
     const byId = new Map(all.map((r: Json) => [r.details.id, r]));
     const key: Record<string, (r: Json) => string | number | boolean> = {
       TARGET_FIELD_NAME_ID: (r) => r.details.id,
@@ -365,9 +366,9 @@ describe("actions: targets", () => {
         });
         const reply = await search(`?sorting_column=${column}&query.asc=${asc}`, scope);
         assert.equal(reply.status, 200);
-        assert.equal(reply.body.sorting_column, column);
+        assert.equal(reply.json.sorting_column, column);
         assert.deepEqual(
-          reply.body.result.map((r: Json) => r.details.id),
+          reply.json.result.map((r: Json) => r.details.id),
           expected,
           `${column} ${asc ? "asc" : "desc"}`,
         );
@@ -375,17 +376,17 @@ describe("actions: targets", () => {
     }
     // default: creation date, descending
     assert.deepEqual(
-      (await search("", scope)).body.result.map((r: Json) => r.details.id),
+      (await search("", scope)).json.result.map((r: Json) => r.details.id),
       [...ids].reverse(),
     );
 
     let page = await search("?query.limit=2&query.asc=true", scope);
     assert.deepEqual(
-      page.body.result.map((r: Json) => r.details.id),
+      page.json.result.map((r: Json) => r.details.id),
       ids.slice(0, 2),
     );
     assert.deepEqual(
-      { ...page.body.details, processed_sequence: undefined, timestamp: undefined },
+      { ...page.json.details, processed_sequence: undefined, timestamp: undefined },
       {
         applied_limit: 2,
         end_of_list: false,
@@ -394,32 +395,32 @@ describe("actions: targets", () => {
         timestamp: undefined,
       },
     );
-    assert.ok(Number(page.body.details.processed_sequence) > 0);
+    assert.ok(Number(page.json.details.processed_sequence) > 0);
     page = await search("?query.limit=2&query.offset=2&query.asc=true", scope);
     assert.deepEqual(
-      page.body.result.map((r: Json) => r.details.id),
+      page.json.result.map((r: Json) => r.details.id),
       ids.slice(2),
     );
-    assert.equal(page.body.details.end_of_list, true);
-    assert.equal(page.body.details.total_result, "3");
+    assert.equal(page.json.details.end_of_list, true);
+    assert.equal(page.json.details.total_result, "3");
     page = await search("?query.offset=10", scope);
-    assert.deepEqual(page.body.result, []);
-    assert.equal(page.body.details.total_result, "3");
-    assert.equal(page.body.details.end_of_list, true);
+    assert.deepEqual(page.json.result, []);
+    assert.equal(page.json.details.total_result, "3");
+    assert.equal(page.json.details.end_of_list, true);
 
     // no filters: every target of the instance
     const everything = await search("?query.limit=1000");
     assert.equal(everything.status, 200);
-    assert.equal(everything.body.details.applied_limit, 1000);
+    assert.equal(everything.json.details.applied_limit, 1000);
     const count = await platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM action_targets");
-    assert.equal(everything.body.details.total_result, String(count[0].n));
-    assert.equal(everything.body.result.length, count[0].n);
+    assert.equal(everything.json.details.total_result, String(count[0].n));
+    assert.equal(everything.json.result.length, count[0].n);
     await rejects(() => search("?query.limit=1001"), 400, 3, "query.limit: must be at most 1000");
     await rejects(() => search("?sorting_column=42"), 400, 3, "sorting_column: must be a defined value");
   });
 
   it("IAM_OWNER_VIEWER reads but may not write; callers without an instance role get 403 everywhere", async () => {
-    const { body } = await createTarget(valid("guarded"));
+    const { json: body } = await createTarget(valid("guarded"));
     const path = `${TARGETS}/${body.details.id}`;
     const viewer = { token: callers.viewer };
     assert.equal((await rest("GET", path, viewer)).status, 200);
@@ -438,7 +439,7 @@ describe("actions: targets", () => {
   });
 
   it("each feature flag off answers 400 FAILED_PRECONDITION naming it", async () => {
-    const { body } = await createTarget(valid("flagged"));
+    const { json: body } = await createTarget(valid("flagged"));
     for (const flag of ["multitenancy_resources_api", "actions"]) {
       const set = await rest("PATCH", "/settings/v3alpha/features", { json: { [flag]: { set: false } } });
       assert.equal(set.status, 200);
@@ -485,8 +486,8 @@ describe("actions: targets", () => {
       alwaysEmitImplicit: true,
     });
     const viaRest = await rest("GET", `${TARGETS}/${id}`);
-    assert.deepEqual(viaGrpc, viaRest.body);
-    assert.equal(viaRest.body.target.target.signing_key, created.signingKey);
+    assert.deepEqual(viaGrpc, viaRest.json);
+    assert.equal(viaRest.json.target.target.signing_key, created.signingKey);
 
     const patched = await client.patchTarget({ id, target: { name: "grpc-patched" } }, { headers });
     assert.equal(patched.details!.sequence, 2n);
@@ -499,7 +500,7 @@ describe("actions: targets", () => {
       [id],
     );
     const restFound = await search("", [{ name: { name: "grpc-patched" } }]);
-    assert.equal(restFound.body.result[0].target.name, "grpc-patched");
+    assert.equal(restFound.json.result[0].target.name, "grpc-patched");
 
     const before = await eventCount(platform);
     await assert.rejects(

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { startPlatform, type TestPlatform } from "../../../test/helpers.ts";
-import { addCallers, type Json, restClient } from "./testing.ts";
+import { type Json, restClient, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
+import { addCallers } from "./testing.ts";
 
 const CREATE_USER = "/platform.resources.user.v3alpha.PlatformUsers/CreateUser";
 
@@ -34,9 +34,9 @@ describe("actions: the walkthrough of docs/actions.md", () => {
   it("lists the user API's CreateUser method and service", async () => {
     const methods = await rest("GET", "/resources/v3alpha/executions/methods");
     assert.equal(methods.status, 200);
-    assert.ok(methods.body.methods.includes(CREATE_USER), "CreateUser is a condition method");
+    assert.ok(methods.json.methods.includes(CREATE_USER), "CreateUser is a condition method");
     const services = await rest("GET", "/resources/v3alpha/executions/services");
-    assert.ok(services.body.services.includes("platform.resources.user.v3alpha.PlatformUsers"));
+    assert.ok(services.json.services.includes("platform.resources.user.v3alpha.PlatformUsers"));
   });
 
   it("creates the target, sets the execution on CreateUser, creates a user, and runs the further calls", async () => {
@@ -49,17 +49,17 @@ describe("actions: the walkthrough of docs/actions.md", () => {
         interrupt_on_error: true,
       },
     });
-    assert.equal(target.status, 201, JSON.stringify(target.body));
-    const id = target.body.details.id as string;
-    assert.equal(target.body.details.sequence, "1");
-    assert.ok(target.body.signing_key.length >= 32);
+    assert.equal(target.status, 201, JSON.stringify(target.json));
+    const id = target.json.details.id as string;
+    assert.equal(target.json.details.sequence, "1");
+    assert.ok(target.json.signing_key.length >= 32);
 
     // step 3: the execution for user creation
     const execution = await rest("POST", "/resources/v3alpha/executions", {
       json: { condition: { request: { method: CREATE_USER } }, targets: [id] },
     });
-    assert.equal(execution.status, 201, JSON.stringify(execution.body));
-    assert.equal(execution.body.details.id, `request.${CREATE_USER}`);
+    assert.equal(execution.status, 201, JSON.stringify(execution.json));
+    assert.equal(execution.json.details.id, `request.${CREATE_USER}`);
 
     // step 4: a user through the user API
     const user = await rest("POST", "/resources/v3alpha/users", {
@@ -71,24 +71,24 @@ describe("actions: the walkthrough of docs/actions.md", () => {
         },
       },
     });
-    assert.equal(user.status, 201, JSON.stringify(user.body));
-    const got = await rest("GET", `/resources/v3alpha/users/${user.body.details.id}`);
-    assert.equal(got.status, 200, JSON.stringify(got.body));
+    assert.equal(user.status, 201, JSON.stringify(user.json));
+    const got = await rest("GET", `/resources/v3alpha/users/${user.json.details.id}`);
+    assert.equal(got.status, 200, JSON.stringify(got.json));
 
     // "More calls"
     const read = await rest("GET", `/resources/v3alpha/targets/${id}`);
     assert.equal(read.status, 200);
-    assert.deepEqual(read.body.target.target, {
+    assert.deepEqual(read.json.target.target, {
       name: "local-webhook",
       rest_webhook: { url: webhookUrl },
       timeout: "10s",
       interrupt_on_error: true,
-      signing_key: target.body.signing_key,
+      signing_key: target.json.signing_key,
     });
     const patched = await rest("PATCH", `/resources/v3alpha/targets/${id}`, {
       json: { timeout: "5s", is_async: true },
     });
-    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    assert.equal(patched.status, 200, JSON.stringify(patched.json));
     const found = await rest(
       "POST",
       "/resources/v3alpha/targets/_search?sorting_column=TARGET_FIELD_NAME_NAME&query.asc=true&query.limit=10",
@@ -96,22 +96,22 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     );
     assert.equal(found.status, 200);
     assert.deepEqual(
-      found.body.result.map((r: Json) => [r.details.id, r.target.timeout, r.target.is_async]),
+      found.json.result.map((r: Json) => [r.details.id, r.target.timeout, r.target.is_async]),
       [[id, "5s", true]],
     );
     const uses = await rest("POST", "/resources/v3alpha/executions/_search", { json: [{ target: { id } }] });
     assert.deepEqual(
-      uses.body.result.map((r: Json) => r.execution),
+      uses.json.result.map((r: Json) => r.execution),
       [{ condition: { request: { method: CREATE_USER } }, targets: [id], includes: [] }],
     );
     const deleted = await rest(
       "DELETE",
       "/resources/v3alpha/executions/request.%2Fplatform.resources.user.v3alpha.PlatformUsers%2FCreateUser",
     );
-    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
-    assert.equal(deleted.body.details.id, `request.${CREATE_USER}`);
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.json));
+    assert.equal(deleted.json.details.id, `request.${CREATE_USER}`);
     const none = await rest("POST", "/resources/v3alpha/executions/_search", { json: [{ target: { id } }] });
-    assert.equal(none.body.details.total_result, "0");
+    assert.equal(none.json.details.total_result, "0");
   });
 
   it("accepts the lowerCamelCase names of interface.md's walkthrough", async () => {
@@ -123,11 +123,11 @@ describe("actions: the walkthrough of docs/actions.md", () => {
         interruptOnError: true,
       },
     });
-    assert.equal(target.status, 201, JSON.stringify(target.body));
+    assert.equal(target.status, 201, JSON.stringify(target.json));
     const execution = await rest("POST", "/resources/v3alpha/executions", {
-      json: { condition: { request: { method: CREATE_USER } }, targets: [target.body.details.id] },
+      json: { condition: { request: { method: CREATE_USER } }, targets: [target.json.details.id] },
     });
-    assert.equal(execution.status, 201, JSON.stringify(execution.body));
+    assert.equal(execution.status, 201, JSON.stringify(execution.json));
     const user = await rest("POST", "/resources/v3alpha/users", {
       json: {
         username: "camel",
@@ -137,6 +137,6 @@ describe("actions: the walkthrough of docs/actions.md", () => {
         },
       },
     });
-    assert.equal(user.status, 201, JSON.stringify(user.body));
+    assert.equal(user.status, 201, JSON.stringify(user.json));
   });
 });

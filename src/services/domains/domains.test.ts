@@ -6,13 +6,15 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  type Json,
+  jsonOrRaw,
+  restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
 import { CHALLENGE_PATH, NetworkDomainVerifier } from "./verifier.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers
-type Json = Record<string, any>;
+const DOMAINS = "/resources/v3alpha/domains";
 
 describe("domains API", () => {
   let platform: TestPlatform;
@@ -24,21 +26,14 @@ describe("domains API", () => {
   /** TXT records of the stub resolver, by name. */
   const txt = new Map<string, string[][]>();
 
-  const api = async (method: string, path: string, token: string, body?: unknown) => {
-    const response = await fetch(`${platform.url}/resources/v3alpha/domains${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json()) as Json };
-  };
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
   const addDomain = async (domain: string, org = orgId, token = owner) => {
-    const result = await api("POST", `?ctx.org_id=${org}`, token, { domain });
-    assert.equal(result.status, 201, JSON.stringify(result.body));
-    return { id: result.body.details.id as string, token: result.body.validation_token as string };
+    const result = await rest("POST", `${DOMAINS}?ctx.org_id=${org}`, { token, json: { domain } });
+    assert.equal(result.status, 201, JSON.stringify(result.json));
+    return { id: result.json.details.id as string, token: result.json.validation_token as string };
   };
 
   before(async () => {
@@ -73,113 +68,135 @@ describe("domains API", () => {
   });
 
   it("adds, reads, searches, validates over HTTP, sets as primary and deletes a domain", async () => {
-    const created = await api("POST", `?ctx.org_id=${orgId}`, owner, { domain: "Login.Example.COM" });
+    const created = await rest("POST", `${DOMAINS}?ctx.org_id=${orgId}`, {
+      json: { domain: "Login.Example.COM" },
+    });
     assert.equal(created.status, 201);
-    const id = created.body.details.id as string;
-    const token = created.body.validation_token as string;
+    const id = created.json.details.id as string;
+    const token = created.json.validation_token as string;
     assert.ok(token.length >= 20);
-    assert.deepEqual(created.body.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
+    assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
 
-    const got = await api("GET", `/${id}`, owner);
+    const got = await rest("GET", `${DOMAINS}/${id}`);
     assert.equal(got.status, 200);
-    assert.equal(got.body.domain.domain.domain, "login.example.com");
-    assert.equal(got.body.domain.is_verified, false);
-    assert.equal(got.body.domain.is_primary, false);
-    assert.equal(got.body.domain.validation_token, token);
+    assert.equal(got.json.domain.domain.domain, "login.example.com");
+    assert.equal(got.json.domain.is_verified, false);
+    assert.equal(got.json.domain.is_primary, false);
+    assert.equal(got.json.domain.validation_token, token);
 
-    const dup = await api("POST", `?ctx.org_id=${orgId}`, owner, { domain: "login.example.com" });
+    const dup = await rest("POST", `${DOMAINS}?ctx.org_id=${orgId}`, {
+      json: { domain: "login.example.com" },
+    });
     assert.equal(dup.status, 409);
 
-    const listed = await api("POST", `/_search?ctx.org_id=${orgId}&query.asc=true`, owner, []);
+    const listed = await rest("POST", `${DOMAINS}/_search?ctx.org_id=${orgId}&query.asc=true`, { json: [] });
     assert.equal(listed.status, 200);
     assert.deepEqual(
-      listed.body.result.map((d: Json) => [d.domain.domain, d.is_verified, d.is_primary, d.is_generated]),
+      listed.json.result.map((d: Json) => [d.domain.domain, d.is_verified, d.is_primary, d.is_generated]),
       [
         ["domain-org.localhost", true, true, true],
         ["login.example.com", false, false, false],
       ],
     );
-    const unverified = await api("POST", `/_search?ctx.org_id=${orgId}`, owner, [
-      { verified: { is_verified: false } },
-    ]);
+    const unverified = await rest("POST", `${DOMAINS}/_search?ctx.org_id=${orgId}`, {
+      json: [{ verified: { is_verified: false } }],
+    });
     assert.deepEqual(
-      unverified.body.result.map((d: Json) => d.details.id),
+      unverified.json.result.map((d: Json) => d.details.id),
       [id],
     );
 
     let before = await eventCount(platform);
-    const notYet = await api("POST", `/${id}/_set_as_primary`, owner);
+    const notYet = await rest("POST", `${DOMAINS}/${id}/_set_as_primary`);
     assert.equal(notYet.status, 400);
-    assert.equal(notYet.body.code, 9);
-    assert.match(notYet.body.message, /verified/);
-    const missing = await api("POST", `/${id}/_validate`, owner, { method: "DOMAIN_VALIDATION_TYPE_HTTP" });
+    assert.equal(notYet.json.code, 9);
+    assert.match(notYet.json.message, /verified/);
+    const missing = await rest("POST", `${DOMAINS}/${id}/_validate`, {
+      json: { method: "DOMAIN_VALIDATION_TYPE_HTTP" },
+    });
     assert.equal(missing.status, 400);
-    assert.equal(missing.body.code, 9);
-    assert.match(missing.body.message, /domain validation failed: .*answered 404/);
+    assert.equal(missing.json.code, 9);
+    assert.match(missing.json.message, /domain validation failed: .*answered 404/);
     published.set(token, "something else");
-    const wrong = await api("POST", `/${id}/_validate`, owner, { method: "DOMAIN_VALIDATION_TYPE_HTTP" });
+    const wrong = await rest("POST", `${DOMAINS}/${id}/_validate`, {
+      json: { method: "DOMAIN_VALIDATION_TYPE_HTTP" },
+    });
     assert.equal(wrong.status, 400);
-    assert.match(wrong.body.message, /does not contain the validation token/);
+    assert.match(wrong.json.message, /does not contain the validation token/);
     assert.equal(await eventCount(platform), before);
 
     published.set(token, `${token}\n`);
-    const validated = await api("POST", `/${id}/_validate`, owner, { method: "DOMAIN_VALIDATION_TYPE_HTTP" });
-    assert.equal(validated.status, 200, JSON.stringify(validated.body));
-    assert.equal((await api("GET", `/${id}`, owner)).body.domain.is_verified, true);
+    const validated = await rest("POST", `${DOMAINS}/${id}/_validate`, {
+      json: { method: "DOMAIN_VALIDATION_TYPE_HTTP" },
+    });
+    assert.equal(validated.status, 200, JSON.stringify(validated.json));
+    assert.equal((await rest("GET", `${DOMAINS}/${id}`)).json.domain.is_verified, true);
     before = await eventCount(platform);
-    const again = await api("POST", `/${id}/_validate`, owner, { method: "DOMAIN_VALIDATION_TYPE_HTTP" });
+    const again = await rest("POST", `${DOMAINS}/${id}/_validate`, {
+      json: { method: "DOMAIN_VALIDATION_TYPE_HTTP" },
+    });
     assert.equal(again.status, 200);
-    assert.equal(again.body.details.sequence, validated.body.details.sequence);
+    assert.equal(again.json.details.sequence, validated.json.details.sequence);
     assert.equal(await eventCount(platform), before, "validating a verified domain stores nothing");
 
-    const primary = await api("POST", `/${id}/_set_as_primary`, owner);
+    const primary = await rest("POST", `${DOMAINS}/${id}/_set_as_primary`);
     assert.equal(primary.status, 200);
     const org = await fetch(`${platform.url}/resources/v3alpha/organizations/${orgId}`, {
       headers: { authorization: `Bearer ${owner}` },
     });
     assert.equal(((await org.json()) as Json).organization.primary_domain, "login.example.com");
     // the verified domain selects the organization as context
-    const byDomain = await api("POST", "/_search?ctx.org_domain=login.example.com", owner, []);
-    assert.equal(byDomain.body.result.length, 2);
+    const byDomain = await rest("POST", `${DOMAINS}/_search?ctx.org_domain=login.example.com`, { json: [] });
+    assert.equal(byDomain.json.result.length, 2);
 
-    const undeletable = await api("DELETE", `/${id}`, owner);
+    const undeletable = await rest("DELETE", `${DOMAINS}/${id}`);
     assert.equal(undeletable.status, 400);
-    assert.equal(undeletable.body.code, 9);
-    const generated = listed.body.result[0].details.id as string;
-    assert.equal((await api("POST", `/${generated}/_set_as_primary`, owner)).status, 200);
-    const deleted = await api("DELETE", `/${id}`, owner);
+    assert.equal(undeletable.json.code, 9);
+    const generated = listed.json.result[0].details.id as string;
+    assert.equal((await rest("POST", `${DOMAINS}/${generated}/_set_as_primary`)).status, 200);
+    const deleted = await rest("DELETE", `${DOMAINS}/${id}`);
     assert.equal(deleted.status, 200);
-    assert.equal((await api("GET", `/${id}`, owner)).status, 404);
-    assert.equal((await api("DELETE", `/${id}`, owner)).status, 404);
+    assert.equal((await rest("GET", `${DOMAINS}/${id}`)).status, 404);
+    assert.equal((await rest("DELETE", `${DOMAINS}/${id}`)).status, 404);
   });
 
   it("validates by DNS TXT record; a verified domain belongs to one organization of the instance", async () => {
     const other = await addOrg(platform, "Other Domain Org");
     const mine = await addDomain("shared.example.net");
     const theirs = await addDomain("shared.example.net", other);
-    const failed = await api("POST", `/${mine.id}/_validate`, owner, {
-      method: "DOMAIN_VALIDATION_TYPE_DNS",
+    const failed = await rest("POST", `${DOMAINS}/${mine.id}/_validate`, {
+      json: {
+        method: "DOMAIN_VALIDATION_TYPE_DNS",
+      },
     });
     assert.equal(failed.status, 400);
-    assert.match(failed.body.message, /no TXT record _platform-challenge\.shared\.example\.net/);
+    assert.match(failed.json.message, /no TXT record _platform-challenge\.shared\.example\.net/);
     txt.set("_platform-challenge.shared.example.net", [
       ["v=other"],
       [mine.token.slice(0, 10), mine.token.slice(10)],
       [theirs.token],
     ]);
-    const ok = await api("POST", `/${mine.id}/_validate`, owner, { method: "DOMAIN_VALIDATION_TYPE_DNS" });
-    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    const ok = await rest("POST", `${DOMAINS}/${mine.id}/_validate`, {
+      json: { method: "DOMAIN_VALIDATION_TYPE_DNS" },
+    });
+    assert.equal(ok.status, 200, JSON.stringify(ok.json));
     const before = await eventCount(platform);
-    const taken = await api("POST", `/${theirs.id}/_validate`, owner, {
-      method: "DOMAIN_VALIDATION_TYPE_DNS",
+    const taken = await rest("POST", `${DOMAINS}/${theirs.id}/_validate`, {
+      json: {
+        method: "DOMAIN_VALIDATION_TYPE_DNS",
+      },
     });
     assert.equal(taken.status, 409);
-    assert.equal(taken.body.code, 6);
+    assert.equal(taken.json.code, 6);
     assert.equal(await eventCount(platform), before);
     // released when removed: the other org can verify it then
-    assert.equal((await api("DELETE", `/${mine.id}`, owner)).status, 200);
+    assert.equal((await rest("DELETE", `${DOMAINS}/${mine.id}`)).status, 200);
     assert.equal(
-      (await api("POST", `/${theirs.id}/_validate`, owner, { method: "DOMAIN_VALIDATION_TYPE_DNS" })).status,
+      (
+        await rest("POST", `${DOMAINS}/${theirs.id}/_validate`, {
+          json: { method: "DOMAIN_VALIDATION_TYPE_DNS" },
+        })
+      ).status,
       200,
     );
   });
@@ -209,29 +226,32 @@ describe("domains API", () => {
       ["POST", "/_search?query.limit=1001", [], /^query\.limit: /],
     ];
     for (const [method, path, body, message] of cases) {
-      const result = await api(method, path, owner, body);
-      assert.equal(result.status, 400, `${path} ${JSON.stringify(body)}: ${JSON.stringify(result.body)}`);
-      assert.equal(result.body.code, 3);
-      assert.match(result.body.message, message, `${path} ${JSON.stringify(body)}`);
+      const result = await rest(method, `${DOMAINS}${path}`, jsonOrRaw(body));
+      assert.equal(result.status, 400, `${path} ${JSON.stringify(body)}: ${JSON.stringify(result.json)}`);
+      assert.equal(result.json.code, 3);
+      assert.match(result.json.message, message, `${path} ${JSON.stringify(body)}`);
     }
-    assert.equal((await api("POST", "?ctx.org_id=4242", owner, { domain: "a.example.org" })).status, 404);
+    assert.equal(
+      (await rest("POST", `${DOMAINS}?ctx.org_id=4242`, { json: { domain: "a.example.org" } })).status,
+      404,
+    );
     assert.equal(await eventCount(platform), before);
   });
 
   it("search: limit 1000 accepted, default page size 100 newest first", async () => {
     const org = await addOrg(platform, "Many Domains");
     for (let i = 0; i < 102; i++) await addDomain(`d${i}.many.example`, org);
-    const page = await api("POST", `/_search?ctx.org_id=${org}`, owner, []);
+    const page = await rest("POST", `${DOMAINS}/_search?ctx.org_id=${org}`, { json: [] });
     assert.equal(page.status, 200);
-    assert.equal(page.body.result.length, 100);
-    assert.equal(page.body.details.total_result, "103");
-    assert.equal(page.body.details.end_of_list, false);
-    assert.equal(page.body.result[0].domain.domain, "d101.many.example");
-    assert.equal(page.body.result[1].domain.domain, "d100.many.example");
-    const all = await api("POST", `/_search?ctx.org_id=${org}&query.limit=1000`, owner, []);
+    assert.equal(page.json.result.length, 100);
+    assert.equal(page.json.details.total_result, "103");
+    assert.equal(page.json.details.end_of_list, false);
+    assert.equal(page.json.result[0].domain.domain, "d101.many.example");
+    assert.equal(page.json.result[1].domain.domain, "d100.many.example");
+    const all = await rest("POST", `${DOMAINS}/_search?ctx.org_id=${org}&query.limit=1000`, { json: [] });
     assert.equal(all.status, 200);
-    assert.equal(all.body.result.length, 103);
-    assert.equal(all.body.details.end_of_list, true);
+    assert.equal(all.json.result.length, 103);
+    assert.equal(all.json.details.end_of_list, true);
   });
 
   it("callers see and change only the domains of organizations they may", async () => {
@@ -244,28 +264,41 @@ describe("domains API", () => {
     });
     const a = await addDomain("a.visible.example", orgA, ownerA);
     const b = await addDomain("b.visible.example", orgB);
-    const seen = await api("POST", "/_search", ownerA, []);
-    assert.deepEqual(seen.body.result.map((d: Json) => d.domain.domain).sort(), [
+    const seen = await rest("POST", `${DOMAINS}/_search`, { token: ownerA, json: [] });
+    assert.deepEqual(seen.json.result.map((d: Json) => d.domain.domain).sort(), [
       "a.visible.example",
       "domains-a.localhost",
     ]);
-    assert.equal((await api("GET", `/${a.id}`, ownerA)).status, 200);
+    assert.equal((await rest("GET", `${DOMAINS}/${a.id}`, { token: ownerA })).status, 200);
     const before = await eventCount(platform);
     // A domain of an organization the caller may not read is unknown to it (contract.md §1).
-    const hidden = await api("GET", `/${b.id}`, ownerA);
+    const hidden = await rest("GET", `${DOMAINS}/${b.id}`, { token: ownerA });
     assert.equal(hidden.status, 404);
-    assert.deepEqual(hidden.body, { code: 5, message: "domain not found", details: [] });
-    assert.equal((await api("POST", `/_search?ctx.org_id=${orgB}`, ownerA, [])).status, 403);
+    assert.deepEqual(hidden.json, { code: 5, message: "domain not found", details: [] });
     assert.equal(
-      (await api("POST", `?ctx.org_id=${orgB}`, ownerA, { domain: "c.visible.example" })).status,
+      (await rest("POST", `${DOMAINS}/_search?ctx.org_id=${orgB}`, { token: ownerA, json: [] })).status,
       403,
     );
-    assert.equal((await api("DELETE", `/${b.id}`, ownerA)).status, 404);
     assert.equal(
-      (await api("POST", `/${b.id}/_validate`, ownerA, { method: "DOMAIN_VALIDATION_TYPE_HTTP" })).status,
+      (
+        await rest("POST", `${DOMAINS}?ctx.org_id=${orgB}`, {
+          token: ownerA,
+          json: { domain: "c.visible.example" },
+        })
+      ).status,
+      403,
+    );
+    assert.equal((await rest("DELETE", `${DOMAINS}/${b.id}`, { token: ownerA })).status, 404);
+    assert.equal(
+      (
+        await rest("POST", `${DOMAINS}/${b.id}/_validate`, {
+          token: ownerA,
+          json: { method: "DOMAIN_VALIDATION_TYPE_HTTP" },
+        })
+      ).status,
       404,
     );
-    assert.equal((await api("POST", `/${b.id}/_set_as_primary`, ownerA)).status, 404);
+    assert.equal((await rest("POST", `${DOMAINS}/${b.id}/_set_as_primary`, { token: ownerA })).status, 404);
     assert.equal(await eventCount(platform), before);
     // Readable but not writable: 403.
     const { token: viewerB } = await addMachineUser(platform, {
@@ -274,9 +307,9 @@ describe("domains API", () => {
       membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER_VIEWER"] },
     });
     const beforeViewer = await eventCount(platform);
-    assert.equal((await api("GET", `/${b.id}`, viewerB)).status, 200);
-    assert.equal((await api("DELETE", `/${b.id}`, viewerB)).status, 403);
-    assert.equal((await api("POST", `/${b.id}/_set_as_primary`, viewerB)).status, 403);
+    assert.equal((await rest("GET", `${DOMAINS}/${b.id}`, { token: viewerB })).status, 200);
+    assert.equal((await rest("DELETE", `${DOMAINS}/${b.id}`, { token: viewerB })).status, 403);
+    assert.equal((await rest("POST", `${DOMAINS}/${b.id}/_set_as_primary`, { token: viewerB })).status, 403);
     assert.equal(await eventCount(platform), beforeViewer);
   });
 });

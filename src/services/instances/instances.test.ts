@@ -4,13 +4,14 @@ import { exportSPKI, generateKeyPair, SignJWT } from "jose";
 import {
   addMachineUser,
   eventCount,
-  rawRequest,
+  type Json,
+  jsonOrRaw,
+  restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers
-type Json = Record<string, any>;
+const INSTANCES = "/resources/v3alpha/instances";
 
 describe("instances API", () => {
   let platform: TestPlatform;
@@ -30,33 +31,10 @@ describe("instances API", () => {
       .setExpirationTime("5m")
       .sign(privateKey);
 
-  /** A REST call with a chosen Host header (default: the first instance's). */
-  const call = async (
-    method: string,
-    path: string,
-    token: string | undefined,
-    options: { body?: unknown; host?: string; accept?: string } = {},
-  ) => {
-    const headers: Record<string, string> = { host: options.host ?? `localhost:${port}` };
-    if (token) headers.authorization = `Bearer ${token}`;
-    if (options.accept) headers.accept = options.accept;
-    if (options.body !== undefined) headers["content-type"] = "application/json";
-    const response = await rawRequest(`http://127.0.0.1:${port}${path}`, {
-      method,
-      headers,
-      body:
-        options.body === undefined
-          ? undefined
-          : typeof options.body === "string"
-            ? options.body
-            : JSON.stringify(options.body),
-    });
-    let body: Json = {};
-    if (String(response.headers["content-type"] ?? "").includes("json")) body = JSON.parse(response.body);
-    return { status: response.status, body, text: response.body, headers: response.headers };
-  };
-  const instances = (method: string, path: string, token: string | undefined, body?: unknown) =>
-    call(method, `/resources/v3alpha/instances${path}`, token, { body });
+  const rest = restClient(
+    () => platform,
+    () => system,
+  );
 
   const newInstance = (domain: string, extra: Json = {}) => ({
     name: `Tenant ${domain}`,
@@ -84,75 +62,67 @@ describe("instances API", () => {
 
   it("creates an instance reachable by its domain at once; its data stays apart from the first instance", async () => {
     const before = await eventCount(platform);
-    const created = await instances(
-      "POST",
-      "",
-      system,
-      newInstance("tenant2.localhost", { domains: ["tenant2.localhost", "Tenant2-alt.localhost"] }),
-    );
-    assert.equal(created.status, 201, JSON.stringify(created.body));
-    const id = created.body.details.id as string;
-    assert.ok(created.body.org_id && created.body.admin_user_id);
-    assert.deepEqual(created.body.details.resource_owner, { type: "OWNER_TYPE_SYSTEM", id: "system" });
+    const created = await rest("POST", INSTANCES, {
+      json: newInstance("tenant2.localhost", { domains: ["tenant2.localhost", "Tenant2-alt.localhost"] }),
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    const id = created.json.details.id as string;
+    assert.ok(created.json.org_id && created.json.admin_user_id);
+    assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_SYSTEM", id: "system" });
     assert.ok((await eventCount(platform)) > before);
 
-    const got = await instances("GET", `/${id}`, system);
+    const got = await rest("GET", `${INSTANCES}/${id}`);
     assert.equal(got.status, 200);
-    assert.equal(got.body.instance.name, "Tenant tenant2.localhost");
-    assert.deepEqual(got.body.instance.domains, ["tenant2.localhost", "tenant2-alt.localhost"]);
-    assert.equal(got.body.instance.primary_domain, "tenant2.localhost");
-    assert.equal(got.body.instance.default_org_id, created.body.org_id);
-    assert.equal(got.body.instance.blocked, false);
-    assert.equal(got.body.instance.state, "INSTANCE_STATE_ACTIVE");
+    assert.equal(got.json.instance.name, "Tenant tenant2.localhost");
+    assert.deepEqual(got.json.instance.domains, ["tenant2.localhost", "tenant2-alt.localhost"]);
+    assert.equal(got.json.instance.primary_domain, "tenant2.localhost");
+    assert.equal(got.json.instance.default_org_id, created.json.org_id);
+    assert.equal(got.json.instance.blocked, false);
+    assert.equal(got.json.instance.state, "INSTANCE_STATE_ACTIVE");
 
     // Host resolution picks up the new domains immediately.
     const tenantHost = `tenant2.localhost:${port}`;
     const tenantSystem = await systemToken(tenantHost);
-    const tenantDefault = await call(
-      "GET",
-      "/resources/v3alpha/organizations/_instance_default",
-      tenantSystem,
-      { host: tenantHost },
-    );
-    assert.equal(tenantDefault.status, 200, JSON.stringify(tenantDefault.body));
-    assert.equal(tenantDefault.body.organization.organization.name, "Tenant Org");
-    assert.equal(tenantDefault.body.organization.primary_domain, "tenant-org.tenant2.localhost");
-    const alt = await call(
-      "POST",
-      "/resources/v3alpha/organizations/_search",
-      await systemToken(`tenant2-alt.localhost:${port}`),
-      { host: `tenant2-alt.localhost:${port}`, body: [] },
-    );
+    const tenantDefault = await rest("GET", "/resources/v3alpha/organizations/_instance_default", {
+      token: tenantSystem,
+      host: tenantHost,
+    });
+    assert.equal(tenantDefault.status, 200, JSON.stringify(tenantDefault.json));
+    assert.equal(tenantDefault.json.organization.organization.name, "Tenant Org");
+    assert.equal(tenantDefault.json.organization.primary_domain, "tenant-org.tenant2.localhost");
+    const alt = await rest("POST", "/resources/v3alpha/organizations/_search", {
+      token: await systemToken(`tenant2-alt.localhost:${port}`),
+      host: `tenant2-alt.localhost:${port}`,
+      json: [],
+    });
     assert.deepEqual(
-      alt.body.result.map((o: Json) => o.details.id),
-      [created.body.org_id],
+      alt.json.result.map((o: Json) => o.details.id),
+      [created.json.org_id],
     );
 
     // The first instance does not see the tenant's organizations: neither its IAM_OWNER nor a system user there.
     for (const token of [iamOwner, system]) {
-      const orgs = await call("POST", "/resources/v3alpha/organizations/_search", token, { body: [] });
+      const orgs = await rest("POST", "/resources/v3alpha/organizations/_search", { token, json: [] });
       assert.equal(orgs.status, 200);
-      const names = orgs.body.result.map((o: Json) => o.organization.name);
+      const names = orgs.json.result.map((o: Json) => o.organization.name);
       assert.ok(names.includes("Platform"));
       assert.ok(!names.includes("Tenant Org"), JSON.stringify(names));
-      const get = await call("GET", `/resources/v3alpha/organizations/${created.body.org_id}`, token);
+      const get = await rest("GET", `/resources/v3alpha/organizations/${created.json.org_id}`, { token });
       assert.equal(get.status, 404);
     }
     // A system user may name the instance explicitly; the first instance's IAM_OWNER may not.
-    const explicit = await call(
-      "POST",
-      `/resources/v3alpha/organizations/_search?ctx.instance_id=${id}`,
-      system,
-      { body: [] },
-    );
+    const explicit = await rest("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${id}`, {
+      json: [],
+    });
     assert.deepEqual(
-      explicit.body.result.map((o: Json) => o.organization.name),
+      explicit.json.result.map((o: Json) => o.organization.name),
       ["Tenant Org"],
     );
     assert.equal(
       (
-        await call("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${id}`, iamOwner, {
-          body: [],
+        await rest("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${id}`, {
+          token: iamOwner,
+          json: [],
         })
       ).status,
       404,
@@ -160,9 +130,10 @@ describe("instances API", () => {
     // The first instance's PAT means nothing on the tenant's domain.
     assert.equal(
       (
-        await call("POST", "/resources/v3alpha/organizations/_search", iamOwner, {
+        await rest("POST", "/resources/v3alpha/organizations/_search", {
+          token: iamOwner,
           host: tenantHost,
-          body: [],
+          json: [],
         })
       ).status,
       401,
@@ -173,66 +144,70 @@ describe("instances API", () => {
     const tenantOwner = await addMachineUser(platform, {
       username: "tenant-robot",
       instanceId: id,
-      orgId: created.body.org_id,
+      orgId: created.json.org_id,
       membership: { contextType: "instance", roles: ["IAM_OWNER"] },
     });
     const users = (token: string, host?: string) =>
-      call("POST", "/resources/v3alpha/users/_search?query.limit=1000", token, { host, body: [] });
+      rest("POST", "/resources/v3alpha/users/_search?query.limit=1000", { token, host, json: [] });
     const tenantUsers = await users(tenantOwner.token, tenantHost);
-    assert.equal(tenantUsers.status, 200, JSON.stringify(tenantUsers.body));
-    assert.deepEqual(tenantUsers.body.result.map((u: Json) => u.username).sort(), [
+    assert.equal(tenantUsers.status, 200, JSON.stringify(tenantUsers.json));
+    assert.deepEqual(tenantUsers.json.result.map((u: Json) => u.username).sort(), [
       "tenant-admin",
       "tenant-robot",
     ]);
     const firstUsers = await users(iamOwner);
     assert.equal(firstUsers.status, 200);
-    const firstNames = firstUsers.body.result.map((u: Json) => u.username);
+    const firstNames = firstUsers.json.result.map((u: Json) => u.username);
     assert.ok(firstNames.includes("first-iam-owner") && firstNames.includes("admin"), String(firstNames));
     assert.ok(!firstNames.includes("tenant-admin") && !firstNames.includes("tenant-robot"));
     // Same username in both instances: usernames are unique per instance only.
     assert.equal(
       (
-        await call("POST", "/resources/v3alpha/users", iamOwner, {
-          body: { username: "tenant-robot", machine: { name: "first instance's tenant-robot" } },
+        await rest("POST", "/resources/v3alpha/users", {
+          token: iamOwner,
+          json: { username: "tenant-robot", machine: { name: "first instance's tenant-robot" } },
         })
       ).status,
       201,
     );
-    for (const userId of [created.body.admin_user_id, tenantOwner.userId]) {
-      const get = await call("GET", `/resources/v3alpha/users/${userId}`, iamOwner);
+    for (const userId of [created.json.admin_user_id, tenantOwner.userId]) {
+      const get = await rest("GET", `/resources/v3alpha/users/${userId}`, { token: iamOwner });
       assert.equal(get.status, 404, "a user of another instance is unknown");
       assert.equal(
-        (await call("GET", `/resources/v3alpha/users/${userId}`, tenantOwner.token, { host: tenantHost }))
-          .status,
+        (
+          await rest("GET", `/resources/v3alpha/users/${userId}`, {
+            token: tenantOwner.token,
+            host: tenantHost,
+          })
+        ).status,
         200,
       );
     }
     assert.equal(
       (
-        await call(
-          "GET",
-          `/resources/v3alpha/users/${platform.bootstrapResult!.adminUserId}`,
-          tenantOwner.token,
-          {
-            host: tenantHost,
-          },
-        )
+        await rest("GET", `/resources/v3alpha/users/${platform.bootstrapResult!.adminUserId}`, {
+          token: tenantOwner.token,
+          host: tenantHost,
+        })
       ).status,
       404,
     );
     // The tenant user's PAT is 401 on the first instance's host, whatever it calls.
     assert.equal((await users(tenantOwner.token)).status, 401);
-    assert.equal((await call("GET", "/settings/v3alpha/languages", tenantOwner.token)).status, 401);
+    assert.equal(
+      (await rest("GET", "/settings/v3alpha/languages", { token: tenantOwner.token })).status,
+      401,
+    );
 
     // The admin exists in the new instance with IAM_OWNER.
     const admin = await platform.db.query<{ username: string; org_id: string }>(
       "SELECT username, org_id FROM users WHERE instance_id = $1 AND id = $2",
-      [id, created.body.admin_user_id],
+      [id, created.json.admin_user_id],
     );
-    assert.deepEqual(admin, [{ username: "tenant-admin", org_id: created.body.org_id }]);
+    assert.deepEqual(admin, [{ username: "tenant-admin", org_id: created.json.org_id }]);
     const roles = await platform.db.query<{ roles: string[] }>(
       "SELECT roles FROM memberships WHERE instance_id = $1 AND user_id = $2",
-      [id, created.body.admin_user_id],
+      [id, created.json.admin_user_id],
     );
     assert.deepEqual(roles[0].roles, ["IAM_OWNER"]);
   });
@@ -245,10 +220,13 @@ describe("instances API", () => {
       ["GET", `/${platform.bootstrapResult!.instanceId}`, undefined],
       ["POST", `/${platform.bootstrapResult!.instanceId}/_limit`, { block: true }],
     ] as const) {
-      const denied = await instances(method, path, iamOwner, body);
+      const denied = await rest(method, `${INSTANCES}${path}`, { token: iamOwner, ...jsonOrRaw(body) });
       assert.equal(denied.status, 403, `${method} ${path}`);
-      assert.equal(denied.body.code, 7);
-      assert.equal((await instances(method, path, undefined, body)).status, 401);
+      assert.equal(denied.json.code, 7);
+      assert.equal(
+        (await rest(method, `${INSTANCES}${path}`, { token: null, ...jsonOrRaw(body) })).status,
+        401,
+      );
     }
     assert.equal(await eventCount(platform), before);
   });
@@ -287,10 +265,10 @@ describe("instances API", () => {
       [{ ...base, color: "blue" }, /color/],
     ];
     for (const [body, message] of cases) {
-      const result = await instances("POST", "", system, body);
-      assert.equal(result.status, 400, `${JSON.stringify(body)}: ${JSON.stringify(result.body)}`);
-      assert.equal(result.body.code, 3);
-      assert.match(result.body.message, message, JSON.stringify(body));
+      const result = await rest("POST", INSTANCES, jsonOrRaw(body));
+      assert.equal(result.status, 400, `${JSON.stringify(body)}: ${JSON.stringify(result.json)}`);
+      assert.equal(result.json.code, 3);
+      assert.match(result.json.message, message, JSON.stringify(body));
     }
     const id = platform.bootstrapResult!.instanceId;
     for (const [path, body, message] of [
@@ -301,26 +279,26 @@ describe("instances API", () => {
       ["/_search?query.limit=1001", [], /^query\.limit: /],
       ["/_search", [{ name: { name: "x", method: 99 } }], /^filters\[0\]\.name\.method: /],
     ] as const) {
-      const result = await instances("POST", path, system, body);
-      assert.equal(result.status, 400, `${path} ${JSON.stringify(body)}: ${JSON.stringify(result.body)}`);
-      assert.match(result.body.message, message);
+      const result = await rest("POST", `${INSTANCES}${path}`, jsonOrRaw(body));
+      assert.equal(result.status, 400, `${path} ${JSON.stringify(body)}: ${JSON.stringify(result.json)}`);
+      assert.match(result.json.message, message);
     }
     // a domain another instance uses is ALREADY_EXISTS, all or nothing
-    const taken = await instances(
-      "POST",
-      "",
-      system,
-      newInstance("fresh.localhost", { domains: ["fresh.localhost", "LOCALHOST"] }),
-    );
+    const taken = await rest("POST", INSTANCES, {
+      json: newInstance("fresh.localhost", { domains: ["fresh.localhost", "LOCALHOST"] }),
+    });
     assert.equal(taken.status, 409);
-    assert.equal(taken.body.code, 6);
+    assert.equal(taken.json.code, 6);
     assert.equal(await eventCount(platform), before);
-    assert.equal((await call("GET", "/healthz", undefined, { host: `fresh.localhost:${port}` })).status, 200);
+    assert.equal(
+      (await rest("GET", "/healthz", { token: null, host: `fresh.localhost:${port}` })).status,
+      200,
+    );
     assert.equal(
       (
-        await call("POST", "/resources/v3alpha/instances/_search", system, {
+        await rest("POST", "/resources/v3alpha/instances/_search", {
           host: `fresh.localhost:${port}`,
-          body: [],
+          json: [],
         })
       ).status,
       404,
@@ -328,58 +306,61 @@ describe("instances API", () => {
   });
 
   it("patches, searches (limit 1000, default page and order) and deletes instances", async () => {
-    const a = (await instances("POST", "", system, newInstance("order-a.localhost"))).body.details
+    const a = (await rest("POST", INSTANCES, { json: newInstance("order-a.localhost") })).json.details
       .id as string;
-    const b = (await instances("POST", "", system, newInstance("order-b.localhost"))).body.details
+    const b = (await rest("POST", INSTANCES, { json: newInstance("order-b.localhost") })).json.details
       .id as string;
 
     const before = await eventCount(platform);
-    const current = await instances("GET", `/${a}`, system);
+    const current = await rest("GET", `${INSTANCES}/${a}`);
     for (const body of [{}, { name: "Tenant order-a.localhost" }]) {
-      const same = await instances("PATCH", `/${a}`, system, body);
+      const same = await rest("PATCH", `${INSTANCES}/${a}`, jsonOrRaw(body));
       assert.equal(same.status, 200);
-      assert.equal(same.body.details.sequence, current.body.instance.details.sequence);
+      assert.equal(same.json.details.sequence, current.json.instance.details.sequence);
     }
     assert.equal(await eventCount(platform), before, "a patch without changes stores nothing");
-    const renamed = await instances("PATCH", `/${a}`, system, { name: "Renamed A" });
+    const renamed = await rest("PATCH", `${INSTANCES}/${a}`, { json: { name: "Renamed A" } });
     assert.equal(renamed.status, 200);
-    assert.equal((await instances("GET", `/${a}`, system)).body.instance.name, "Renamed A");
-    assert.equal((await instances("PATCH", `/${a}`, system, { name: "" })).status, 400);
+    assert.equal((await rest("GET", `${INSTANCES}/${a}`)).json.instance.name, "Renamed A");
+    assert.equal((await rest("PATCH", `${INSTANCES}/${a}`, { json: { name: "" } })).status, 400);
 
-    const all = await instances("POST", "/_search", system, []);
+    const all = await rest("POST", `${INSTANCES}/_search`, { json: [] });
     assert.equal(all.status, 200);
-    assert.equal(all.body.details.applied_limit, 100);
+    assert.equal(all.json.details.applied_limit, 100);
     assert.deepEqual(
-      all.body.result.slice(0, 2).map((i: Json) => i.details.id),
+      all.json.result.slice(0, 2).map((i: Json) => i.details.id),
       [b, a],
       "newest first",
     );
-    assert.equal(all.body.result.at(-1).details.id, platform.bootstrapResult!.instanceId);
-    assert.ok(BigInt(all.body.details.processed_sequence) > 0n);
-    const max = await instances("POST", "/_search?query.limit=1000&query.asc=true", system, []);
+    assert.equal(all.json.result.at(-1).details.id, platform.bootstrapResult!.instanceId);
+    assert.ok(BigInt(all.json.details.processed_sequence) > 0n);
+    const max = await rest("POST", `${INSTANCES}/_search?query.limit=1000&query.asc=true`, { json: [] });
     assert.equal(max.status, 200);
-    assert.equal(max.body.result[0].details.id, platform.bootstrapResult!.instanceId);
-    const byDomain = await instances("POST", "/_search", system, [
-      { domains: { domains: ["ORDER-B.localhost"] } },
-    ]);
+    assert.equal(max.json.result[0].details.id, platform.bootstrapResult!.instanceId);
+    const byDomain = await rest("POST", `${INSTANCES}/_search`, {
+      json: [{ domains: { domains: ["ORDER-B.localhost"] } }],
+    });
     assert.deepEqual(
-      byDomain.body.result.map((i: Json) => i.details.id),
+      byDomain.json.result.map((i: Json) => i.details.id),
       [b],
     );
-    const byName = await instances("POST", "/_search", system, [
-      { name: { name: "renamed", method: "TEXT_FILTER_METHOD_STARTS_WITH_IGNORE_CASE" } },
-      { in_ids: { ids: [a, b] } },
-    ]);
+    const byName = await rest("POST", `${INSTANCES}/_search`, {
+      json: [
+        { name: { name: "renamed", method: "TEXT_FILTER_METHOD_STARTS_WITH_IGNORE_CASE" } },
+        { in_ids: { ids: [a, b] } },
+      ],
+    });
     assert.deepEqual(
-      byName.body.result.map((i: Json) => i.details.id),
+      byName.json.result.map((i: Json) => i.details.id),
       [a],
     );
 
     // A target of instance A: its signing key must not outlive the instance.
     const hostA = `order-a.localhost:${port}`;
-    const target = await call("POST", "/resources/v3alpha/targets", await systemToken(hostA), {
+    const target = await rest("POST", "/resources/v3alpha/targets", {
+      token: await systemToken(hostA),
       host: hostA,
-      body: {
+      json: {
         name: "hook",
         rest_webhook: { url: "https://example.com/hook" },
         timeout: "5s",
@@ -392,108 +373,120 @@ describe("instances API", () => {
         .length;
     assert.equal(await keysOf(), 1);
 
-    const deleted = await instances("DELETE", `/${a}`, system);
+    const deleted = await rest("DELETE", `${INSTANCES}/${a}`);
     assert.equal(deleted.status, 200);
     assert.equal(await keysOf(), 0, "signing keys are deleted with their instance");
-    assert.equal((await instances("GET", `/${a}`, system)).status, 404);
-    assert.equal((await instances("DELETE", `/${a}`, system)).status, 404);
+    assert.equal((await rest("GET", `${INSTANCES}/${a}`)).status, 404);
+    assert.equal((await rest("DELETE", `${INSTANCES}/${a}`)).status, 404);
     const host = `order-a.localhost:${port}`;
-    const gone = await call("POST", "/resources/v3alpha/organizations/_search", await systemToken(host), {
+    const gone = await rest("POST", "/resources/v3alpha/organizations/_search", {
+      token: await systemToken(host),
       host,
-      body: [],
+      json: [],
     });
     assert.equal(gone.status, 404);
-    assert.deepEqual(gone.body, { code: 5, message: "instance not found", details: [] });
+    assert.deepEqual(gone.json, { code: 5, message: "instance not found", details: [] });
     assert.equal(
-      (
-        await call("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${a}`, system, {
-          body: [],
-        })
-      ).status,
+      (await rest("POST", `/resources/v3alpha/organizations/_search?ctx.instance_id=${a}`, { json: [] }))
+        .status,
       404,
     );
     // its domain is free again
-    const reused = await instances("POST", "", system, newInstance("order-a.localhost"));
-    assert.equal(reused.status, 201, JSON.stringify(reused.body));
+    const reused = await rest("POST", INSTANCES, { json: newInstance("order-a.localhost") });
+    assert.equal(reused.status, 201, JSON.stringify(reused.json));
   });
 
   it("a blocked instance answers 429 to API calls and a page to browsers until unblocked", async () => {
-    const created = await instances("POST", "", system, newInstance("blocked.localhost"));
-    const id = created.body.details.id as string;
+    const created = await rest("POST", INSTANCES, { json: newInstance("blocked.localhost") });
+    const id = created.json.details.id as string;
     const host = `blocked.localhost:${port}`;
     const token = await systemToken(host);
     const probe = (accept?: string) =>
-      call("GET", "/resources/v3alpha/organizations/_instance_default", token, { host, accept });
+      rest("GET", "/resources/v3alpha/organizations/_instance_default", {
+        token,
+        host,
+        headers: accept ? { accept } : {},
+        raw: true,
+      });
     assert.equal((await probe()).status, 200);
 
-    const limited = await instances("POST", `/${id}/_limit`, system, {
-      block: true,
-      audit_log_retention: "86400s",
+    const limited = await rest("POST", `${INSTANCES}/${id}/_limit`, {
+      json: {
+        block: true,
+        audit_log_retention: "86400s",
+      },
     });
-    assert.equal(limited.status, 200, JSON.stringify(limited.body));
+    assert.equal(limited.status, 200, JSON.stringify(limited.json));
     const blocked = await probe();
     assert.equal(blocked.status, 429);
-    assert.deepEqual(blocked.body, { code: 8, message: "the instance is blocked", details: [] });
+    assert.deepEqual(blocked.json, { code: 8, message: "the instance is blocked", details: [] });
     const page = await probe("text/html,application/xhtml+xml");
     assert.equal(page.status, 429);
     assert.match(String(page.headers["content-type"]), /^text\/html/);
     assert.match(page.text, /<h1>This instance is blocked<\/h1>/);
-    assert.equal((await call("GET", "/anything", undefined, { host, accept: "text/html" })).status, 429);
+    assert.equal(
+      (await rest("GET", "/anything", { token: null, host, headers: { accept: "text/html" }, raw: true }))
+        .status,
+      429,
+    );
     // other instances are unaffected; the instances API stays reachable
     assert.equal(
-      (await call("POST", "/resources/v3alpha/organizations/_search", iamOwner, { body: [] })).status,
+      (await rest("POST", "/resources/v3alpha/organizations/_search", { token: iamOwner, json: [] })).status,
       200,
     );
-    const got = await instances("GET", `/${id}`, system);
-    assert.equal(got.body.instance.blocked, true);
-    assert.equal(got.body.instance.audit_log_retention, "86400s");
+    const got = await rest("GET", `${INSTANCES}/${id}`);
+    assert.equal(got.json.instance.blocked, true);
+    assert.equal(got.json.instance.audit_log_retention, "86400s");
 
     const before = await eventCount(platform);
-    const same = await instances("POST", `/${id}/_limit`, system, { block: true });
-    assert.equal(same.body.details.sequence, limited.body.details.sequence);
-    assert.equal((await instances("POST", `/${id}/_limit`, system, {})).status, 200);
+    const same = await rest("POST", `${INSTANCES}/${id}/_limit`, { json: { block: true } });
+    assert.equal(same.json.details.sequence, limited.json.details.sequence);
+    assert.equal((await rest("POST", `${INSTANCES}/${id}/_limit`, { json: {} })).status, 200);
     assert.equal(await eventCount(platform), before, "unchanged limits store nothing");
 
-    const unblocked = await instances("POST", `/${id}/_limit`, system, { block: false });
+    const unblocked = await rest("POST", `${INSTANCES}/${id}/_limit`, { json: { block: false } });
     assert.equal(unblocked.status, 200);
     assert.equal((await probe()).status, 200);
-    assert.equal((await instances("GET", `/${id}`, system)).body.instance.audit_log_retention, "86400s");
+    assert.equal((await rest("GET", `${INSTANCES}/${id}`)).json.instance.audit_log_retention, "86400s");
 
     // bulk: all or nothing
-    const other = (await instances("POST", "", system, newInstance("bulk.localhost"))).body.details
+    const other = (await rest("POST", INSTANCES, { json: newInstance("bulk.localhost") })).json.details
       .id as string;
     const beforeBulk = await eventCount(platform);
-    const unknown = await instances("POST", "/_bulk_limit", system, {
-      instance_ids: [id, "4242"],
-      block: true,
+    const unknown = await rest("POST", `${INSTANCES}/_bulk_limit`, {
+      json: {
+        instance_ids: [id, "4242"],
+        block: true,
+      },
     });
     assert.equal(unknown.status, 404);
     assert.equal(await eventCount(platform), beforeBulk);
-    const bulk = await instances("POST", "/_bulk_limit", system, {
-      instance_ids: [id, other],
-      block: true,
-      audit_log_retention: "0s",
+    const bulk = await rest("POST", `${INSTANCES}/_bulk_limit`, {
+      json: {
+        instance_ids: [id, other],
+        block: true,
+        audit_log_retention: "0s",
+      },
     });
-    assert.equal(bulk.status, 200, JSON.stringify(bulk.body));
+    assert.equal(bulk.status, 200, JSON.stringify(bulk.json));
     assert.deepEqual(
-      bulk.body.details.map((d: Json) => d.id),
+      bulk.json.details.map((d: Json) => d.id),
       [id, other],
     );
     assert.equal((await probe()).status, 429);
     assert.equal(
       (
-        await call(
-          "GET",
-          "/resources/v3alpha/organizations/_instance_default",
-          await systemToken(`bulk.localhost:${port}`),
-          { host: `bulk.localhost:${port}` },
-        )
+        await rest("GET", "/resources/v3alpha/organizations/_instance_default", {
+          token: await systemToken(`bulk.localhost:${port}`),
+          host: `bulk.localhost:${port}`,
+        })
       ).status,
       429,
     );
-    assert.equal((await instances("GET", `/${id}`, system)).body.instance.audit_log_retention, undefined);
+    assert.equal((await rest("GET", `${INSTANCES}/${id}`)).json.instance.audit_log_retention, undefined);
     assert.equal(
-      (await instances("POST", "/_bulk_limit", system, { instance_ids: [id, other], block: false })).status,
+      (await rest("POST", `${INSTANCES}/_bulk_limit`, { json: { instance_ids: [id, other], block: false } }))
+        .status,
       200,
     );
     assert.equal((await probe()).status, 200);

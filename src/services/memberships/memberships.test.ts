@@ -6,6 +6,8 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  type Json,
+  restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
@@ -15,8 +17,6 @@ import { PlatformMemberships } from "../../gen/platform/resources/membership/v3a
 import { newId } from "../../id.ts";
 
 const MEMBERSHIPS = "/resources/v3alpha/memberships";
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers
-type Json = any;
 
 describe("memberships", () => {
   let platform: TestPlatform;
@@ -25,21 +25,10 @@ describe("memberships", () => {
   let orgA: string;
   let orgB: string;
 
-  const rest = async (
-    path: string,
-    init: { method?: string; json?: unknown; token?: string | null } = {},
-  ): Promise<{ status: number; text: string; json: Json }> => {
-    const headers: Record<string, string> = {};
-    if (init.token !== null) headers.authorization = `Bearer ${init.token ?? owner}`;
-    if (init.json !== undefined) headers["content-type"] = "application/json";
-    const response = await fetch(`${platform.url}${path}`, {
-      method: init.method ?? "GET",
-      headers,
-      body: init.json !== undefined ? JSON.stringify(init.json) : undefined,
-    });
-    const text = await response.text();
-    return { status: response.status, text, json: text ? JSON.parse(text) : undefined };
-  };
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
   const member = async (username: string, orgId?: string) =>
     addMachineUser(platform, { username, orgId: orgId ?? platform.bootstrapResult!.orgId });
 
@@ -59,18 +48,17 @@ describe("memberships", () => {
     const { userId, token } = await member("manager", orgA);
     const someone = await member("someone", orgA);
     // Without a membership the user cannot read users of org A: they are unknown to it.
-    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 404);
+    assert.equal((await rest("GET", `/resources/v3alpha/users/${someone.userId}`, { token })).status, 404);
 
-    const created = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
-      method: "POST",
+    const created = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
       json: { user_id: userId, roles: ["ORG_USER_MANAGER"] },
     });
     assert.equal(created.status, 201, created.text);
     const id = created.json.details.id;
     assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgA });
-    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 200);
+    assert.equal((await rest("GET", `/resources/v3alpha/users/${someone.userId}`, { token })).status, 200);
 
-    const got = await rest(`${MEMBERSHIPS}/${id}`);
+    const got = await rest("GET", `${MEMBERSHIPS}/${id}`);
     assert.equal(got.status, 200, got.text);
     assert.equal(got.json.membership.user_id, userId);
     assert.deepEqual(got.json.membership.roles, ["ORG_USER_MANAGER"]);
@@ -80,36 +68,29 @@ describe("memberships", () => {
     // Patch with no change: no event.
     const count = await eventCount(platform);
     for (const json of [{ roles: ["ORG_USER_MANAGER"] }, {}, undefined]) {
-      const same = await rest(`${MEMBERSHIPS}/${id}`, { method: "PATCH", json });
+      const same = await rest("PATCH", `${MEMBERSHIPS}/${id}`, { json });
       assert.equal(same.status, 200, same.text);
       assert.equal(same.json.details.sequence, created.json.details.sequence);
     }
     assert.equal(await eventCount(platform), count);
 
     // Patch to a viewer role: reading still works, writing does not (the cache was dropped).
-    const patched = await rest(`${MEMBERSHIPS}/${id}`, {
-      method: "PATCH",
-      json: { roles: ["ORG_OWNER_VIEWER"] },
-    });
+    const patched = await rest("PATCH", `${MEMBERSHIPS}/${id}`, { json: { roles: ["ORG_OWNER_VIEWER"] } });
     assert.equal(patched.status, 200, patched.text);
     assert.equal(patched.json.details.sequence, "2");
-    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 200);
+    assert.equal((await rest("GET", `/resources/v3alpha/users/${someone.userId}`, { token })).status, 200);
     assert.equal(
-      (await rest(`/resources/v3alpha/users/${someone.userId}/_lock`, { method: "POST", token })).status,
+      (await rest("POST", `/resources/v3alpha/users/${someone.userId}/_lock`, { token })).status,
       403,
     );
 
-    const found = await rest(`${MEMBERSHIPS}/_search`, {
-      method: "POST",
-      json: [{ user: { user_id: userId } }],
-    });
+    const found = await rest("POST", `${MEMBERSHIPS}/_search`, { json: [{ user: { user_id: userId } }] });
     assert.equal(found.status, 200, found.text);
     assert.deepEqual(
       found.json.result.map((m: Json) => [m.details.id, m.roles]),
       [[id, ["ORG_OWNER_VIEWER"]]],
     );
-    const byRole = await rest(`${MEMBERSHIPS}/_search`, {
-      method: "POST",
+    const byRole = await rest("POST", `${MEMBERSHIPS}/_search`, {
       json: [{ role: { role: "ORG_OWNER_VIEWER" } }],
     });
     assert.deepEqual(
@@ -117,14 +98,13 @@ describe("memberships", () => {
       [id],
     );
 
-    const deleted = await rest(`${MEMBERSHIPS}/${id}`, { method: "DELETE" });
+    const deleted = await rest("DELETE", `${MEMBERSHIPS}/${id}`);
     assert.equal(deleted.status, 200, deleted.text);
-    assert.equal((await rest(`${MEMBERSHIPS}/${id}`)).status, 404);
-    assert.equal((await rest(`${MEMBERSHIPS}/${id}`, { method: "DELETE" })).status, 404);
-    assert.equal((await rest(`/resources/v3alpha/users/${someone.userId}`, { token })).status, 404);
+    assert.equal((await rest("GET", `${MEMBERSHIPS}/${id}`)).status, 404);
+    assert.equal((await rest("DELETE", `${MEMBERSHIPS}/${id}`)).status, 404);
+    assert.equal((await rest("GET", `/resources/v3alpha/users/${someone.userId}`, { token })).status, 404);
     // After removal the same user may become a member again.
-    const again = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
-      method: "POST",
+    const again = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
       json: { user_id: userId, roles: ["ORG_OWNER"] },
     });
     assert.equal(again.status, 201, again.text);
@@ -132,23 +112,16 @@ describe("memberships", () => {
 
   it("a second membership of the same user in the same context is 409 ALREADY_EXISTS", async () => {
     const { userId } = await member("twice");
-    const first = await rest(MEMBERSHIPS, {
-      method: "POST",
-      json: { user_id: userId, roles: ["IAM_OWNER_VIEWER"] },
-    });
+    const first = await rest("POST", MEMBERSHIPS, { json: { user_id: userId, roles: ["IAM_OWNER_VIEWER"] } });
     assert.equal(first.status, 201, first.text);
     assert.deepEqual(first.json.details.resource_owner, { type: "OWNER_TYPE_INSTANCE", id: instanceId });
     const before = await eventCount(platform);
-    const second = await rest(MEMBERSHIPS, {
-      method: "POST",
-      json: { user_id: userId, roles: ["IAM_OWNER"] },
-    });
+    const second = await rest("POST", MEMBERSHIPS, { json: { user_id: userId, roles: ["IAM_OWNER"] } });
     assert.equal(second.status, 409, second.text);
     assert.equal(second.json.code, 6);
     assert.equal(await eventCount(platform), before);
     // Another context is another membership.
-    const inOrg = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
-      method: "POST",
+    const inOrg = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
       json: { user_id: userId, roles: ["ORG_OWNER"] },
     });
     assert.equal(inOrg.status, 201, inOrg.text);
@@ -156,7 +129,7 @@ describe("memberships", () => {
 
   it("roles are validated against the context; available roles per context", async () => {
     const roles = async (query: string) => {
-      const r = await rest(`${MEMBERSHIPS}/roles${query}`);
+      const r = await rest("GET", `${MEMBERSHIPS}/roles${query}`);
       assert.equal(r.status, 200, r.text);
       return r.json.roles;
     };
@@ -174,8 +147,8 @@ describe("memberships", () => {
     ]);
     const [project] = await platform.db.query<{ id: string }>("SELECT id FROM projects LIMIT 1");
     assert.deepEqual(await roles(`?project_id=${project.id}`), ["PROJECT_OWNER", "PROJECT_OWNER_VIEWER"]);
-    assert.equal((await rest(`${MEMBERSHIPS}/roles?project_id=${newId()}`)).status, 404);
-    assert.equal((await rest(`${MEMBERSHIPS}/roles?ctx.org_id=${newId()}`)).status, 404);
+    assert.equal((await rest("GET", `${MEMBERSHIPS}/roles?project_id=${newId()}`)).status, 404);
+    assert.equal((await rest("GET", `${MEMBERSHIPS}/roles?ctx.org_id=${newId()}`)).status, 404);
 
     const { userId } = await member("roles");
     const before = await eventCount(platform);
@@ -220,42 +193,35 @@ describe("memberships", () => {
       ["", undefined, /^membership: is required$/],
     ];
     for (const [query, json, message] of cases) {
-      const r = await rest(`${MEMBERSHIPS}${query}`, { method: "POST", json });
+      const r = await rest("POST", `${MEMBERSHIPS}${query}`, { json });
       assert.equal(r.status, 400, `${JSON.stringify(json)} → ${r.text}`);
       assert.equal(r.json.code, 3);
       assert.match(r.json.message, message);
     }
-    const unknownEnum = await rest(`${MEMBERSHIPS}/_search`, {
-      method: "POST",
+    const unknownEnum = await rest("POST", `${MEMBERSHIPS}/_search`, {
       json: [{ context: { type: "MEMBERSHIP_CONTEXT_TYPE_GALAXY" } }],
     });
     assert.equal(unknownEnum.status, 400);
     assert.match(unknownEnum.json.message, /^filters\[0\]\.context\.type: unknown value/);
-    const unknownUser = await rest(MEMBERSHIPS, {
-      method: "POST",
-      json: { user_id: newId(), roles: ["IAM_OWNER"] },
-    });
+    const unknownUser = await rest("POST", MEMBERSHIPS, { json: { user_id: newId(), roles: ["IAM_OWNER"] } });
     assert.equal(unknownUser.status, 404);
-    const unknownProject = await rest(MEMBERSHIPS, {
-      method: "POST",
+    const unknownProject = await rest("POST", MEMBERSHIPS, {
       json: { user_id: userId, roles: ["PROJECT_OWNER"], project_id: newId() },
     });
     assert.equal(unknownProject.status, 404);
     assert.equal(await eventCount(platform), before);
 
     // Project memberships.
-    const inProject = await rest(MEMBERSHIPS, {
-      method: "POST",
+    const inProject = await rest("POST", MEMBERSHIPS, {
       json: { user_id: userId, roles: ["PROJECT_OWNER"], project_id: project.id },
     });
     assert.equal(inProject.status, 201, inProject.text);
-    const got = await rest(`${MEMBERSHIPS}/${inProject.json.details.id}`);
+    const got = await rest("GET", `${MEMBERSHIPS}/${inProject.json.details.id}`);
     assert.deepEqual(got.json.membership.context, {
       type: "MEMBERSHIP_CONTEXT_TYPE_PROJECT",
       id: project.id,
     });
-    const patch = await rest(`${MEMBERSHIPS}/${inProject.json.details.id}`, {
-      method: "PATCH",
+    const patch = await rest("PATCH", `${MEMBERSHIPS}/${inProject.json.details.id}`, {
       json: { roles: ["ORG_OWNER"] },
     });
     assert.equal(patch.status, 400);
@@ -270,44 +236,40 @@ describe("memberships", () => {
     });
     const target = await member("target-b", orgB);
     // ORG_OWNER of A may not add members to B nor to the instance.
-    const toB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
-      method: "POST",
+    const toB = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
       json: { user_id: target.userId, roles: ["ORG_OWNER"] },
       token: a.token,
     });
     assert.equal(toB.status, 403, toB.text);
     assert.equal(
       (
-        await rest(MEMBERSHIPS, {
-          method: "POST",
+        await rest("POST", MEMBERSHIPS, {
           json: { user_id: target.userId, roles: ["IAM_OWNER"] },
           token: a.token,
         })
       ).status,
       403,
     );
-    const inA = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
-      method: "POST",
+    const inA = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
       json: { user_id: target.userId, roles: ["ORG_OWNER_VIEWER"] },
       token: a.token,
     });
     assert.equal(inA.status, 201, inA.text);
 
     // A's owner reads org A memberships only (not B's, not the instance's).
-    const seen = await rest(`${MEMBERSHIPS}/_search`, { method: "POST", token: a.token });
+    const seen = await rest("POST", `${MEMBERSHIPS}/_search`, { token: a.token });
     assert.equal(seen.status, 200, seen.text);
     assert.ok(seen.json.result.length >= 2);
     assert.ok(seen.json.result.every((m: Json) => m.details.resource_owner.id === orgA));
     assert.equal(
-      (await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { method: "POST", token: a.token })).json
-        .result.length,
+      (await rest("POST", `${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { token: a.token })).json.result
+        .length,
       0,
     );
 
     // A membership in org B is unknown to A's owner (no membership.read there): 404 for every operation
     // (contract.md §1), nothing stored.
-    const targetInB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
-      method: "POST",
+    const targetInB = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
       json: { user_id: target.userId, roles: ["ORG_OWNER_VIEWER"] },
     });
     assert.equal(targetInB.status, 201, targetInB.text);
@@ -317,51 +279,46 @@ describe("memberships", () => {
       ["PATCH", { roles: ["ORG_OWNER"] }],
       ["DELETE", undefined],
     ] as const) {
-      const r = await rest(`${MEMBERSHIPS}/${targetInB.json.details.id}`, { method, json, token: a.token });
+      const r = await rest(method, `${MEMBERSHIPS}/${targetInB.json.details.id}`, { json, token: a.token });
       assert.equal(r.status, 404, `${method}: ${r.text}`);
       assert.deepEqual(r.json, { code: 5, message: "membership not found", details: [] });
     }
     assert.equal(await eventCount(platform), beforeForeign);
 
-    const inB = await rest(`${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
-      method: "POST",
+    const inB = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
       json: { user_id: a.userId, roles: ["ORG_OWNER_VIEWER"] },
     });
     assert.equal(inB.status, 201);
     // ...until the B membership (viewer) grants membership.read there: ORG_OWNER_VIEWER has it.
-    const withB = await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { method: "POST", token: a.token });
+    const withB = await rest("POST", `${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { token: a.token });
     assert.ok(withB.json.result.some((m: Json) => m.details.id === inB.json.details.id));
     assert.ok(withB.json.result.every((m: Json) => m.details.resource_owner.id === orgB));
     const idsInB = withB.json.result.length;
     // Readable now, but not writable: 403.
-    assert.equal((await rest(`${MEMBERSHIPS}/${targetInB.json.details.id}`, { token: a.token })).status, 200);
     assert.equal(
-      (await rest(`${MEMBERSHIPS}/${inB.json.details.id}`, { method: "DELETE", token: a.token })).status,
+      (await rest("GET", `${MEMBERSHIPS}/${targetInB.json.details.id}`, { token: a.token })).status,
+      200,
+    );
+    assert.equal(
+      (await rest("DELETE", `${MEMBERSHIPS}/${inB.json.details.id}`, { token: a.token })).status,
       403,
     );
-    assert.equal((await rest(`${MEMBERSHIPS}/${inB.json.details.id}`, { method: "DELETE" })).status, 200);
-    const afterRemoval = await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, {
-      method: "POST",
-      token: a.token,
-    });
+    assert.equal((await rest("DELETE", `${MEMBERSHIPS}/${inB.json.details.id}`)).status, 200);
+    const afterRemoval = await rest("POST", `${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { token: a.token });
     assert.equal(afterRemoval.json.result.length, 0, `${idsInB} before, none after the removal`);
-    assert.equal((await rest(`${MEMBERSHIPS}/_search`, { method: "POST", token: null })).status, 401);
+    assert.equal((await rest("POST", `${MEMBERSHIPS}/_search`, { token: null })).status, 401);
   });
 
   it("deleting a user removes its memberships and frees their contexts", async () => {
     const { userId } = await member("leaving", orgA);
     for (const query of ["", `?ctx.org_id=${orgA}`]) {
-      const r = await rest(`${MEMBERSHIPS}${query}`, {
-        method: "POST",
+      const r = await rest("POST", `${MEMBERSHIPS}${query}`, {
         json: { user_id: userId, roles: [query ? "ORG_OWNER" : "IAM_USER_MANAGER"] },
       });
       assert.equal(r.status, 201, r.text);
     }
-    assert.equal((await rest(`/resources/v3alpha/users/${userId}`, { method: "DELETE" })).status, 200);
-    const left = await rest(`${MEMBERSHIPS}/_search`, {
-      method: "POST",
-      json: [{ user: { user_id: userId } }],
-    });
+    assert.equal((await rest("DELETE", `/resources/v3alpha/users/${userId}`)).status, 200);
+    const left = await rest("POST", `${MEMBERSHIPS}/_search`, { json: [{ user: { user_id: userId } }] });
     assert.equal(left.json.details.total_result, "0");
     const events = await platform.db.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM events WHERE event_type = 'membership.removed' AND payload->>'user_id' = $1",
@@ -390,7 +347,7 @@ describe("memberships", () => {
         });
       }),
     );
-    let r = await rest(`${MEMBERSHIPS}/_search?ctx.org_id=${org}`, { method: "POST" });
+    let r = await rest("POST", `${MEMBERSHIPS}/_search?ctx.org_id=${org}`);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.result.length, 100);
     assert.equal(r.json.details.total_result, "110");
@@ -398,10 +355,10 @@ describe("memberships", () => {
       r.json.result.map((m: Json) => m.details.id),
       [...ids].reverse().slice(0, 100),
     );
-    r = await rest(`${MEMBERSHIPS}/_search?query.limit=1000`, { method: "POST" });
+    r = await rest("POST", `${MEMBERSHIPS}/_search?query.limit=1000`);
     assert.equal(r.status, 200);
     assert.equal(r.json.details.applied_limit, 1000);
-    r = await rest(`${MEMBERSHIPS}/_search?query.limit=1001`, { method: "POST" });
+    r = await rest("POST", `${MEMBERSHIPS}/_search?query.limit=1001`);
     assert.equal(r.status, 400);
     assert.match(r.json.message, /^query\.limit: /);
   });

@@ -2,34 +2,34 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { addMachineUser, eventCount, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
+import {
+  addMachineUser,
+  eventCount,
+  type Json,
+  jsonOrRaw,
+  restClient,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
 import { addOrgEvents } from "../../domain/org/commands.ts";
 import { PlatformOrganizations } from "../../gen/platform/resources/organization/v3alpha/organization_service_pb.ts";
 import { newId } from "../../id.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers
-type Json = Record<string, any>;
+const ORGS = "/resources/v3alpha/organizations";
 
 describe("organizations API", () => {
   let platform: TestPlatform;
   let owner: string;
   let instanceId: string;
 
-  const api = async (method: string, path: string, token: string, body?: unknown) => {
-    const response = await fetch(`${platform.url}/resources/v3alpha/organizations${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json()) as Json };
-  };
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
   const createOrg = async (name: string, token = owner) => {
-    const result = await api("POST", "", token, { name });
-    assert.equal(result.status, 201, JSON.stringify(result.body));
-    return result.body.details.id as string;
+    const result = await rest("POST", ORGS, { token, json: { name } });
+    assert.equal(result.status, 201, JSON.stringify(result.json));
+    return result.json.details.id as string;
   };
 
   before(async () => {
@@ -43,74 +43,76 @@ describe("organizations API", () => {
   after(() => platform.stop());
 
   it("creates, reads, patches, searches, sets as default and deletes an organization", async () => {
-    const created = await api("POST", "", owner, { name: "Acme Corp" });
+    const created = await rest("POST", ORGS, { json: { name: "Acme Corp" } });
     assert.equal(created.status, 201);
-    const id = created.body.details.id as string;
+    const id = created.json.details.id as string;
     assert.match(id, /^\d+$/);
-    assert.deepEqual(created.body.details.resource_owner, { type: "OWNER_TYPE_INSTANCE", id: instanceId });
+    assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_INSTANCE", id: instanceId });
 
-    let got = await api("GET", `/${id}`, owner);
+    let got = await rest("GET", `${ORGS}/${id}`);
     assert.equal(got.status, 200);
-    assert.equal(got.body.organization.organization.name, "Acme Corp");
-    assert.equal(got.body.organization.state, "ORGANIZATION_STATE_ACTIVE");
-    assert.equal(got.body.organization.primary_domain, "acme-corp.localhost");
-    assert.equal(got.body.organization.is_instance_default, false);
-    assert.equal(got.body.organization.details.sequence, created.body.details.sequence);
+    assert.equal(got.json.organization.organization.name, "Acme Corp");
+    assert.equal(got.json.organization.state, "ORGANIZATION_STATE_ACTIVE");
+    assert.equal(got.json.organization.primary_domain, "acme-corp.localhost");
+    assert.equal(got.json.organization.is_instance_default, false);
+    assert.equal(got.json.organization.details.sequence, created.json.details.sequence);
 
-    const patched = await api("PATCH", `/${id}`, owner, { name: "Acme Inc" });
+    const patched = await rest("PATCH", `${ORGS}/${id}`, { json: { name: "Acme Inc" } });
     assert.equal(patched.status, 200);
-    assert.ok(BigInt(patched.body.details.sequence) > BigInt(created.body.details.sequence));
-    got = await api("GET", `/${id}`, owner);
-    assert.equal(got.body.organization.organization.name, "Acme Inc");
-    assert.equal(got.body.organization.primary_domain, "acme-corp.localhost", "the primary domain stays");
+    assert.ok(BigInt(patched.json.details.sequence) > BigInt(created.json.details.sequence));
+    got = await rest("GET", `${ORGS}/${id}`);
+    assert.equal(got.json.organization.organization.name, "Acme Inc");
+    assert.equal(got.json.organization.primary_domain, "acme-corp.localhost", "the primary domain stays");
 
-    const found = await api("POST", "/_search", owner, [
-      { name: { name: "acme", method: "TEXT_FILTER_METHOD_STARTS_WITH_IGNORE_CASE" } },
-    ]);
+    const found = await rest("POST", `${ORGS}/_search`, {
+      json: [{ name: { name: "acme", method: "TEXT_FILTER_METHOD_STARTS_WITH_IGNORE_CASE" } }],
+    });
     assert.equal(found.status, 200);
     assert.deepEqual(
-      found.body.result.map((o: Json) => o.details.id),
+      found.json.result.map((o: Json) => o.details.id),
       [id],
     );
-    assert.equal(found.body.details.total_result, "1");
-    assert.equal(found.body.details.end_of_list, true);
-    const byId = await api("POST", "/_search", owner, [
-      { in_ids: { ids: [id] } },
-      { state: { state: "ORGANIZATION_STATE_ACTIVE" } },
-    ]);
-    assert.equal(byId.body.result.length, 1);
+    assert.equal(found.json.details.total_result, "1");
+    assert.equal(found.json.details.end_of_list, true);
+    const byId = await rest("POST", `${ORGS}/_search`, {
+      json: [{ in_ids: { ids: [id] } }, { state: { state: "ORGANIZATION_STATE_ACTIVE" } }],
+    });
+    assert.equal(byId.json.result.length, 1);
 
     // the old name is free again, the new one is taken (ignoring case)
-    const taken = await api("POST", "", owner, { name: "ACME INC" });
+    const taken = await rest("POST", ORGS, { json: { name: "ACME INC" } });
     assert.equal(taken.status, 409);
-    assert.equal(taken.body.code, 6);
+    assert.equal(taken.json.code, 6);
 
-    const initialDefault = await api("GET", "/_instance_default", owner);
+    const initialDefault = await rest("GET", `${ORGS}/_instance_default`);
     assert.equal(initialDefault.status, 200);
-    assert.equal(initialDefault.body.organization.details.id, platform.bootstrapResult!.orgId);
-    assert.equal(initialDefault.body.organization.is_instance_default, true);
+    assert.equal(initialDefault.json.organization.details.id, platform.bootstrapResult!.orgId);
+    assert.equal(initialDefault.json.organization.is_instance_default, true);
 
-    const setDefault = await api("POST", `/${id}/_set_as_instance_default`, owner);
+    const setDefault = await rest("POST", `${ORGS}/${id}/_set_as_instance_default`);
     assert.equal(setDefault.status, 200);
-    assert.equal((await api("GET", "/_instance_default", owner)).body.organization.details.id, id);
-    const undeletable = await api("DELETE", `/${id}`, owner);
+    assert.equal((await rest("GET", `${ORGS}/_instance_default`)).json.organization.details.id, id);
+    const undeletable = await rest("DELETE", `${ORGS}/${id}`);
     assert.equal(undeletable.status, 400);
-    assert.equal(undeletable.body.code, 9);
-    assert.match(undeletable.body.message, /default organization/);
-    const back = await api("POST", `/${platform.bootstrapResult!.orgId}/_set_as_instance_default`, owner);
+    assert.equal(undeletable.json.code, 9);
+    assert.match(undeletable.json.message, /default organization/);
+    const back = await rest("POST", `${ORGS}/${platform.bootstrapResult!.orgId}/_set_as_instance_default`);
     assert.equal(back.status, 200);
 
     const before = await eventCount(platform);
-    const deleted = await api("DELETE", `/${id}`, owner);
+    const deleted = await rest("DELETE", `${ORGS}/${id}`);
     assert.equal(deleted.status, 200);
     assert.ok((await eventCount(platform)) > before);
-    assert.equal((await api("GET", `/${id}`, owner)).status, 404);
-    assert.equal((await api("DELETE", `/${id}`, owner)).status, 404);
-    assert.deepEqual((await api("POST", "/_search", owner, [{ in_ids: { ids: [id] } }])).body.result, []);
+    assert.equal((await rest("GET", `${ORGS}/${id}`)).status, 404);
+    assert.equal((await rest("DELETE", `${ORGS}/${id}`)).status, 404);
+    assert.deepEqual(
+      (await rest("POST", `${ORGS}/_search`, { json: [{ in_ids: { ids: [id] } }] })).json.result,
+      [],
+    );
     // name and generated domain are released
     const again = await createOrg("Acme Inc");
     assert.equal(
-      (await api("GET", `/${again}`, owner)).body.organization.primary_domain,
+      (await rest("GET", `${ORGS}/${again}`)).json.organization.primary_domain,
       "acme-inc.localhost",
     );
   });
@@ -125,12 +127,12 @@ describe("organizations API", () => {
 
   it("a patch without changes succeeds and stores no event", async () => {
     const id = await createOrg("Unchanged");
-    const current = await api("GET", `/${id}`, owner);
+    const current = await rest("GET", `${ORGS}/${id}`);
     const before = await eventCount(platform);
     for (const body of [{ name: "Unchanged" }, {}, ""]) {
-      const result = await api("PATCH", `/${id}`, owner, body);
-      assert.equal(result.status, 200, JSON.stringify(result.body));
-      assert.equal(result.body.details.sequence, current.body.organization.details.sequence);
+      const result = await rest("PATCH", `${ORGS}/${id}`, jsonOrRaw(body));
+      assert.equal(result.status, 200, JSON.stringify(result.json));
+      assert.equal(result.json.details.sequence, current.json.organization.details.sequence);
     }
     assert.equal(await eventCount(platform), before);
   });
@@ -163,73 +165,72 @@ describe("organizations API", () => {
       ["GET", `/${"9".repeat(201)}`, undefined, /id/],
     ];
     for (const [method, path, body, message] of cases) {
-      const result = await api(method, path, owner, body);
+      const result = await rest(method, `${ORGS}${path}`, jsonOrRaw(body));
       assert.equal(
         result.status,
         400,
-        `${method} ${path} ${JSON.stringify(body)}: ${JSON.stringify(result.body)}`,
+        `${method} ${path} ${JSON.stringify(body)}: ${JSON.stringify(result.json)}`,
       );
-      assert.equal(result.body.code, 3);
-      assert.match(result.body.message, message, JSON.stringify(body));
+      assert.equal(result.json.code, 3);
+      assert.match(result.json.message, message, JSON.stringify(body));
     }
-    const ctxOrg = await api("POST", `?ctx.org_id=${id}`, owner, { name: "In an org" });
+    const ctxOrg = await rest("POST", `${ORGS}?ctx.org_id=${id}`, { json: { name: "In an org" } });
     assert.equal(ctxOrg.status, 400);
-    assert.match(ctxOrg.body.message, /^ctx: /);
+    assert.match(ctxOrg.json.message, /^ctx: /);
     assert.equal(await eventCount(platform), before);
   });
 
   it("search: limit 1000 is accepted, 1001 is 400; default page of 100, newest first", async () => {
-    const ok = await api("POST", "/_search?query.limit=1000", owner, []);
+    const ok = await rest("POST", `${ORGS}/_search?query.limit=1000`, { json: [] });
     assert.equal(ok.status, 200);
-    assert.equal(ok.body.details.applied_limit, 1000);
-    const tooMany = await api("POST", "/_search?query.limit=1001", owner, []);
+    assert.equal(ok.json.details.applied_limit, 1000);
+    const tooMany = await rest("POST", `${ORGS}/_search?query.limit=1001`, { json: [] });
     assert.equal(tooMany.status, 400);
-    assert.equal(tooMany.body.code, 3);
-    assert.match(tooMany.body.message, /^query\.limit: /);
+    assert.equal(tooMany.json.code, 3);
+    assert.match(tooMany.json.message, /^query\.limit: /);
 
     const first = await createOrg("Order 1");
     const second = await createOrg("Order 2");
     const third = await createOrg("Order 3");
-    const ordered = await api("POST", "/_search", owner, [
-      { name: { name: "Order ", method: "TEXT_FILTER_METHOD_STARTS_WITH" } },
-    ]);
+    const ordered = await rest("POST", `${ORGS}/_search`, {
+      json: [{ name: { name: "Order ", method: "TEXT_FILTER_METHOD_STARTS_WITH" } }],
+    });
     assert.deepEqual(
-      ordered.body.result.map((o: Json) => o.details.id),
+      ordered.json.result.map((o: Json) => o.details.id),
       [third, second, first],
     );
-    const asc = await api(
+    const asc = await rest(
       "POST",
-      "/_search?query.asc=true&sorting_column=ORGANIZATION_FIELD_NAME_NAME",
-      owner,
-      [{ name: { name: "order", method: "TEXT_FILTER_METHOD_CONTAINS_IGNORE_CASE" } }],
+      `${ORGS}/_search?query.asc=true&sorting_column=ORGANIZATION_FIELD_NAME_NAME`,
+      { json: [{ name: { name: "order", method: "TEXT_FILTER_METHOD_CONTAINS_IGNORE_CASE" } }] },
     );
     assert.deepEqual(
-      asc.body.result.map((o: Json) => o.organization.name),
+      asc.json.result.map((o: Json) => o.organization.name),
       ["Order 1", "Order 2", "Order 3"],
     );
-    assert.equal(asc.body.sorting_column, "ORGANIZATION_FIELD_NAME_NAME");
+    assert.equal(asc.json.sorting_column, "ORGANIZATION_FIELD_NAME_NAME");
 
     await platform.eventStore.push({ instanceId, creator: "test" }, async () =>
       Array.from({ length: 105 }, (_, i) => addOrgEvents(newId(), `Bulk ${i}`, "localhost")).flat(),
     );
-    const page = await api("POST", "/_search", owner, []);
+    const page = await rest("POST", `${ORGS}/_search`, { json: [] });
     assert.equal(page.status, 200);
-    assert.equal(page.body.result.length, 100);
-    assert.equal(page.body.details.applied_limit, 100);
-    assert.equal(page.body.details.end_of_list, false);
-    const total = Number(page.body.details.total_result);
+    assert.equal(page.json.result.length, 100);
+    assert.equal(page.json.details.applied_limit, 100);
+    assert.equal(page.json.details.end_of_list, false);
+    const total = Number(page.json.details.total_result);
     assert.ok(total > 105);
-    assert.equal(page.body.result[0].organization.name, "Bulk 104");
-    const ids = page.body.result.map((o: Json) => BigInt(o.details.id));
+    assert.equal(page.json.result[0].organization.name, "Bulk 104");
+    const ids = page.json.result.map((o: Json) => BigInt(o.details.id));
     assert.deepEqual(
       [...ids].sort((a, b) => (a > b ? -1 : a < b ? 1 : 0)),
       ids,
       "descending by creation",
     );
-    const last = await api("POST", `/_search?query.offset=100`, owner, []);
-    assert.equal(last.body.result.length, total - 100);
-    assert.equal(last.body.details.end_of_list, true);
-    assert.ok(BigInt(last.body.details.processed_sequence) > 0n);
+    const last = await rest("POST", `${ORGS}/_search?query.offset=100`, { json: [] });
+    assert.equal(last.json.result.length, total - 100);
+    assert.equal(last.json.details.end_of_list, true);
+    assert.ok(BigInt(last.json.details.processed_sequence) > 0n);
   });
 
   it("callers see and change only the organizations they may", async () => {
@@ -242,34 +243,43 @@ describe("organizations API", () => {
     });
     const { token: nobody } = await addMachineUser(platform, { username: "org-nobody" });
 
-    const seen = await api("POST", "/_search", ownerA, []);
+    const seen = await rest("POST", `${ORGS}/_search`, { token: ownerA, json: [] });
     assert.equal(seen.status, 200);
     assert.deepEqual(
-      seen.body.result.map((o: Json) => o.details.id),
+      seen.json.result.map((o: Json) => o.details.id),
       [orgA],
     );
-    assert.equal(seen.body.details.total_result, "1");
-    assert.equal((await api("GET", `/${orgA}`, ownerA)).status, 200);
+    assert.equal(seen.json.details.total_result, "1");
+    assert.equal((await rest("GET", `${ORGS}/${orgA}`, { token: ownerA })).status, 200);
     // An organization the caller may not read is unknown to it, like an unknown ID (contract.md §1).
-    const hidden = await api("GET", `/${orgB}`, ownerA);
+    const hidden = await rest("GET", `${ORGS}/${orgB}`, { token: ownerA });
     assert.equal(hidden.status, 404);
-    assert.deepEqual(hidden.body, { code: 5, message: "organization not found", details: [] });
-    assert.deepEqual((await api("GET", `/${newId()}`, ownerA)).body, hidden.body);
-    assert.deepEqual((await api("POST", "/_search", nobody, [])).body.result, []);
+    assert.deepEqual(hidden.json, { code: 5, message: "organization not found", details: [] });
+    assert.deepEqual((await rest("GET", `${ORGS}/${newId()}`, { token: ownerA })).json, hidden.json);
+    assert.deepEqual((await rest("POST", `${ORGS}/_search`, { token: nobody, json: [] })).json.result, []);
 
     const before = await eventCount(platform);
-    assert.equal((await api("PATCH", `/${orgB}`, ownerA, { name: "Mine now" })).status, 404);
-    assert.equal((await api("DELETE", `/${orgB}`, ownerA)).status, 404);
     assert.equal(
-      (await api("POST", "", ownerA, { name: "New by org owner" })).status,
+      (await rest("PATCH", `${ORGS}/${orgB}`, { token: ownerA, json: { name: "Mine now" } })).status,
+      404,
+    );
+    assert.equal((await rest("DELETE", `${ORGS}/${orgB}`, { token: ownerA })).status, 404);
+    assert.equal(
+      (await rest("POST", ORGS, { token: ownerA, json: { name: "New by org owner" } })).status,
       403,
       "org.create is an instance permission",
     );
-    assert.equal((await api("POST", `/${orgA}/_set_as_instance_default`, ownerA)).status, 403);
-    assert.equal((await api("GET", "/_instance_default", ownerA)).status, 403);
-    assert.equal((await api("GET", `/${orgA}`, "garbage")).status, 401);
+    assert.equal(
+      (await rest("POST", `${ORGS}/${orgA}/_set_as_instance_default`, { token: ownerA })).status,
+      403,
+    );
+    assert.equal((await rest("GET", `${ORGS}/_instance_default`, { token: ownerA })).status, 403);
+    assert.equal((await rest("GET", `${ORGS}/${orgA}`, { token: "garbage" })).status, 401);
     assert.equal(await eventCount(platform), before);
-    assert.equal((await api("PATCH", `/${orgA}`, ownerA, { name: "Visible A2" })).status, 200);
+    assert.equal(
+      (await rest("PATCH", `${ORGS}/${orgA}`, { token: ownerA, json: { name: "Visible A2" } })).status,
+      200,
+    );
 
     // Readable but not writable: 403.
     const { token: viewerB } = await addMachineUser(platform, {
@@ -278,11 +288,11 @@ describe("organizations API", () => {
       membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER_VIEWER"] },
     });
     const beforeViewer = await eventCount(platform);
-    assert.equal((await api("GET", `/${orgB}`, viewerB)).status, 200);
-    const denied = await api("PATCH", `/${orgB}`, viewerB, { name: "Mine now" });
+    assert.equal((await rest("GET", `${ORGS}/${orgB}`, { token: viewerB })).status, 200);
+    const denied = await rest("PATCH", `${ORGS}/${orgB}`, { token: viewerB, json: { name: "Mine now" } });
     assert.equal(denied.status, 403);
-    assert.equal(denied.body.code, 7);
-    assert.equal((await api("DELETE", `/${orgB}`, viewerB)).status, 403);
+    assert.equal(denied.json.code, 7);
+    assert.equal((await rest("DELETE", `${ORGS}/${orgB}`, { token: viewerB })).status, 403);
     assert.equal(await eventCount(platform), beforeViewer);
   });
 
@@ -315,11 +325,11 @@ describe("organizations API", () => {
         payload: { name: "Doomed project", project_role_assertion: false, project_role_check: false },
       },
     ]);
-    assert.equal((await api("GET", `/${doomed}`, member.token)).status, 200);
-    assert.equal((await api("GET", `/${doomed}`, outsider.token)).status, 200);
+    assert.equal((await rest("GET", `${ORGS}/${doomed}`, { token: member.token })).status, 200);
+    assert.equal((await rest("GET", `${ORGS}/${doomed}`, { token: outsider.token })).status, 200);
 
-    const deleted = await api("DELETE", `/${doomed}`, owner);
-    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    const deleted = await rest("DELETE", `${ORGS}/${doomed}`);
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.json));
 
     const count = async (sql: string, params: unknown[]) =>
       Number((await platform.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`, params))[0].n);
@@ -341,9 +351,12 @@ describe("organizations API", () => {
     assert.ok(events.some((e) => e.event_type === "user.removed"));
     assert.ok(events.some((e) => e.event_type === "project.removed"));
     // the removed users' tokens no longer work; usernames are free again
-    assert.equal((await api("POST", "/_search", member.token, [])).status, 401);
-    assert.equal((await api("POST", "/_search", instanceMember.token, [])).status, 401);
-    assert.equal((await api("GET", `/${doomed}`, outsider.token)).status, 404);
+    assert.equal((await rest("POST", `${ORGS}/_search`, { token: member.token, json: [] })).status, 401);
+    assert.equal(
+      (await rest("POST", `${ORGS}/_search`, { token: instanceMember.token, json: [] })).status,
+      401,
+    );
+    assert.equal((await rest("GET", `${ORGS}/${doomed}`, { token: outsider.token })).status, 404);
     await addMachineUser(platform, { username: "doomed-member" });
   });
 });

@@ -7,6 +7,9 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  type Json,
+  type RestReply,
+  restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
@@ -19,36 +22,6 @@ import { newId } from "../../id.ts";
 
 const BASE = "/resources/v3alpha/sessions";
 const USERS = "/resources/v3alpha/users";
-
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers
-type Json = any;
-
-interface Answer {
-  status: number;
-  body: Json;
-  text: string;
-}
-
-/** REST calls against one platform; every answer's text is kept to prove no secret leaks. */
-function restClient(platform: () => TestPlatform, texts: string[]) {
-  return async (
-    method: string,
-    path: string,
-    options: { token?: string | null; json?: unknown } = {},
-  ): Promise<Answer> => {
-    const headers = new Headers();
-    if (options.token) headers.set("authorization", `Bearer ${options.token}`);
-    if (options.json !== undefined) headers.set("content-type", "application/json");
-    const response = await fetch(`${platform().url}${path}`, {
-      method,
-      headers,
-      body: options.json !== undefined ? JSON.stringify(options.json) : undefined,
-    });
-    const text = await response.text();
-    texts.push(text);
-    return { status: response.status, body: text ? JSON.parse(text) : undefined, text };
-  };
-}
 
 /** A human user with a password, created through events (the users API is written in parallel). */
 async function addHuman(platform: TestPlatform, username: string, password: string): Promise<string> {
@@ -83,7 +56,11 @@ async function eventsOfType(platform: TestPlatform, userId: string, type: string
 describe("sessions", () => {
   let platform: TestPlatform;
   const texts: string[] = [];
-  const rest = restClient(() => platform, texts);
+  const rest = restClient(
+    () => platform,
+    undefined,
+    (reply) => texts.push(reply.text),
+  );
   let owner: string; // IAM_OWNER
   let orgManager: string; // ORG_USER_MANAGER of the default org
   let otherManager: { userId: string; token: string }; // ORG_USER_MANAGER of another org
@@ -125,10 +102,10 @@ describe("sessions", () => {
     const startedAt = new Date(Date.now() - 1000).toISOString();
     const byName = await createSession({ user: { login_name: "admin" } });
     assert.equal(byName.status, 201, byName.text);
-    assert.deepEqual(Object.keys(byName.body).sort(), ["details", "session_token"]);
-    assert.match(byName.body.session_token, /^[\w-]{43}$/);
-    assert.deepEqual(byName.body.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
-    assert.equal(byName.body.details.sequence, "2");
+    assert.deepEqual(Object.keys(byName.json).sort(), ["details", "session_token"]);
+    assert.match(byName.json.session_token, /^[\w-]{43}$/);
+    assert.deepEqual(byName.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
+    assert.equal(byName.json.details.sequence, "2");
 
     const byDomain = await createSession({ user: { loginName: "Admin@Platform.LOCALHOST" } });
     assert.equal(byDomain.status, 201, byDomain.text);
@@ -142,10 +119,10 @@ describe("sessions", () => {
     assert.equal(withPassword.status, 201, withPassword.text);
 
     // Get: the user and the factors with their times, no token.
-    const got = await rest("GET", `${BASE}/${byName.body.details.id}`, { token: owner });
+    const got = await rest("GET", `${BASE}/${byName.json.details.id}`, { token: owner });
     assert.equal(got.status, 200, got.text);
-    const session = got.body.session.session;
-    assert.equal(session.id, byName.body.details.id);
+    const session = got.json.session.session;
+    assert.equal(session.id, byName.json.details.id);
     assert.deepEqual(session.user, {
       id: adminId,
       login_name: "admin@platform.localhost",
@@ -155,67 +132,67 @@ describe("sessions", () => {
     assert.ok(session.user.display_name.length > 0);
     assert.ok(Date.parse(session.factors.user.verified_at) >= Date.parse(startedAt));
     assert.equal(session.factors.password, undefined, "no password check yet");
-    assert.equal(got.body.session.details.sequence, byName.body.details.sequence);
-    const withPw = await rest("GET", `${BASE}/${withPassword.body.details.id}`, { token: owner });
-    assert.ok(withPw.body.session.session.factors.password.verified_at);
+    assert.equal(got.json.session.details.sequence, byName.json.details.sequence);
+    const withPw = await rest("GET", `${BASE}/${withPassword.json.details.id}`, { token: owner });
+    assert.ok(withPw.json.session.session.factors.password.verified_at);
 
     // Patch: add the password check, proven by the session token.
-    const patched = await rest("PATCH", `${BASE}/${byName.body.details.id}`, {
+    const patched = await rest("PATCH", `${BASE}/${byName.json.details.id}`, {
       token: owner,
-      json: { session_token: byName.body.session_token, checks: { password: { password: ADMIN_PASSWORD } } },
+      json: { session_token: byName.json.session_token, checks: { password: { password: ADMIN_PASSWORD } } },
     });
     assert.equal(patched.status, 200, patched.text);
-    assert.equal(patched.body.details.sequence, "3");
-    const afterPatch = await rest("GET", `${BASE}/${byName.body.details.id}`, { token: owner });
-    const factors = afterPatch.body.session.session.factors;
+    assert.equal(patched.json.details.sequence, "3");
+    const afterPatch = await rest("GET", `${BASE}/${byName.json.details.id}`, { token: owner });
+    const factors = afterPatch.json.session.session.factors;
     assert.ok(Date.parse(factors.password.verified_at) >= Date.parse(factors.user.verified_at));
-    assert.equal(afterPatch.body.session.details.sequence, "3");
+    assert.equal(afterPatch.json.session.details.sequence, "3");
 
     // A patch with no checks changes nothing and succeeds; renewing the user check works.
-    const noChange = await rest("PATCH", `${BASE}/${byName.body.details.id}`, {
+    const noChange = await rest("PATCH", `${BASE}/${byName.json.details.id}`, {
       token: owner,
-      json: { session_token: byName.body.session_token },
+      json: { session_token: byName.json.session_token },
     });
     assert.equal(noChange.status, 200, noChange.text);
-    assert.equal(noChange.body.details.sequence, "3");
-    const recheck = await rest("PATCH", `${BASE}/${byName.body.details.id}`, {
+    assert.equal(noChange.json.details.sequence, "3");
+    const recheck = await rest("PATCH", `${BASE}/${byName.json.details.id}`, {
       token: owner,
-      json: { session_token: byName.body.session_token, checks: { user: { login_name: "admin" } } },
+      json: { session_token: byName.json.session_token, checks: { user: { login_name: "admin" } } },
     });
     assert.equal(recheck.status, 200, recheck.text);
-    assert.equal(recheck.body.details.sequence, "4");
+    assert.equal(recheck.json.details.sequence, "4");
 
     // Search: by user, newest first by default, and by creation date.
-    const ids = [byName, byDomain, byId, withPassword].map((s) => s.body.details.id);
+    const ids = [byName, byDomain, byId, withPassword].map((s) => s.json.details.id);
     const found = await rest("POST", `${BASE}/_search`, {
       token: owner,
       json: [{ user_id: { user_id: adminId } }],
     });
     assert.equal(found.status, 200, found.text);
     assert.deepEqual(
-      found.body.result.map((r: Json) => r.session.id),
+      found.json.result.map((r: Json) => r.session.id),
       [...ids].reverse(),
     );
-    assert.equal(found.body.details.total_result, "4");
-    assert.equal(found.body.details.applied_limit, 100);
-    assert.equal(found.body.details.end_of_list, true);
-    assert.equal(found.body.sorting_column, "SESSION_FIELD_NAME_UNSPECIFIED");
+    assert.equal(found.json.details.total_result, "4");
+    assert.equal(found.json.details.applied_limit, 100);
+    assert.equal(found.json.details.end_of_list, true);
+    assert.equal(found.json.sorting_column, "SESSION_FIELD_NAME_UNSPECIFIED");
     const asc = await rest("POST", `${BASE}/_search?query.asc=true&query.limit=2`, {
       token: owner,
       json: [{ user_id: { user_id: adminId } }],
     });
     assert.deepEqual(
-      asc.body.result.map((r: Json) => r.session.id),
+      asc.json.result.map((r: Json) => r.session.id),
       ids.slice(0, 2),
     );
-    assert.equal(asc.body.details.end_of_list, false);
-    const createdAt = found.body.result.at(-1).session.creation_date; // the oldest
+    assert.equal(asc.json.details.end_of_list, false);
+    const createdAt = found.json.result.at(-1).session.creation_date; // the oldest
     const exact = await rest("POST", `${BASE}/_search`, {
       token: owner,
       json: [{ creation_date: { creation_date: createdAt } }],
     });
     assert.deepEqual(
-      exact.body.result.map((r: Json) => r.session.id),
+      exact.json.result.map((r: Json) => r.session.id),
       [ids[0]],
     );
     const newer = await rest("POST", `${BASE}/_search`, {
@@ -226,7 +203,7 @@ describe("sessions", () => {
       ],
     });
     assert.deepEqual(
-      newer.body.result.map((r: Json) => r.session.id),
+      newer.json.result.map((r: Json) => r.session.id),
       ids.slice(1).reverse(),
     );
     const byIds = await rest("POST", `${BASE}/_search?sorting_column=SESSION_FIELD_NAME_ID&query.asc=true`, {
@@ -234,7 +211,7 @@ describe("sessions", () => {
       json: [{ in_ids: { ids: [ids[2], ids[0]] } }],
     });
     assert.deepEqual(
-      byIds.body.result.map((r: Json) => r.session.id),
+      byIds.json.result.map((r: Json) => r.session.id),
       [ids[0], ids[2]].sort(),
     );
 
@@ -244,32 +221,32 @@ describe("sessions", () => {
     assert.equal(hidden.status, 404, "a session the caller may not read is unknown to it");
     const denied = await rest("DELETE", `${BASE}/${ids[1]}`, { token: viewer.token });
     assert.equal(denied.status, 403, denied.text);
-    assert.equal(denied.body.message, "permission denied: session.delete is required");
-    const wrongToken = await rest("DELETE", `${BASE}/${ids[1]}?session_token=${byName.body.session_token}`, {
+    assert.equal(denied.json.message, "permission denied: session.delete is required");
+    const wrongToken = await rest("DELETE", `${BASE}/${ids[1]}?session_token=${byName.json.session_token}`, {
       token: nobody.token,
     });
     assert.equal(wrongToken.status, 403, wrongToken.text);
-    assert.deepEqual(wrongToken.body, { code: 7, message: "session token is invalid", details: [] });
+    assert.deepEqual(wrongToken.json, { code: 7, message: "session token is invalid", details: [] });
     assert.equal(await eventCount(platform), before);
 
     const deleted = await rest("DELETE", `${BASE}/${ids[0]}`, { token: owner });
     assert.equal(deleted.status, 200, deleted.text);
-    assert.equal(deleted.body.details.id, ids[0]);
-    assert.equal(deleted.body.details.sequence, "5");
+    assert.equal(deleted.json.details.id, ids[0]);
+    assert.equal(deleted.json.details.sequence, "5");
     const byToken = await rest(
       "DELETE",
-      `${BASE}/${ids[1]}?session_token=${encodeURIComponent(byDomain.body.session_token)}`,
+      `${BASE}/${ids[1]}?session_token=${encodeURIComponent(byDomain.json.session_token)}`,
       { token: nobody.token },
     );
     assert.equal(byToken.status, 200, byToken.text);
     for (const id of ids.slice(0, 2)) {
       const gone = await rest("GET", `${BASE}/${id}`, { token: owner });
       assert.equal(gone.status, 404);
-      assert.deepEqual(gone.body, { code: 5, message: "session not found", details: [] });
+      assert.deepEqual(gone.json, { code: 5, message: "session not found", details: [] });
       assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: owner })).status, 404);
       const patchGone = await rest("PATCH", `${BASE}/${id}`, {
         token: owner,
-        json: { session_token: byName.body.session_token },
+        json: { session_token: byName.json.session_token },
       });
       assert.equal(patchGone.status, 404);
     }
@@ -278,7 +255,7 @@ describe("sessions", () => {
       json: [{ user_id: { user_id: adminId } }],
     });
     assert.deepEqual(
-      remaining.body.result.map((r: Json) => r.session.id),
+      remaining.json.result.map((r: Json) => r.session.id),
       [ids[3], ids[2]],
     );
   });
@@ -308,23 +285,23 @@ describe("sessions", () => {
     // No session.write anywhere: 403 before the user is even looked up.
     let answer = await createSession({ user: { login_name: "no-such-user" } }, nobody.token);
     assert.equal(answer.status, 403, answer.text);
-    assert.equal(answer.body.message, "permission denied: session.write is required");
+    assert.equal(answer.json.message, "permission denied: session.write is required");
     answer = await createSession({ user: { login_name: "admin" } }, nobody.token);
     assert.equal(answer.status, 403);
     // session.write in another organization only: a user it may not read is unknown to it.
     answer = await createSession({ user: { login_name: "admin" } }, otherManager.token);
     assert.equal(answer.status, 404, answer.text);
-    assert.deepEqual(answer.body, { code: 5, message: "user not found", details: [] });
+    assert.deepEqual(answer.json, { code: 5, message: "user not found", details: [] });
     // user.read without session.write in the user's organization: 403.
     answer = await createSession({ user: { login_name: "admin" } }, viewer.token);
     assert.equal(answer.status, 403, answer.text);
-    assert.equal(answer.body.message, "permission denied: session.write is required");
+    assert.equal(answer.json.message, "permission denied: session.write is required");
     answer = await createSession({ user: { login_name: "admin" } }, null);
     assert.equal(answer.status, 401);
     // Unknown users.
     answer = await createSession({ user: { login_name: "no-such-user" } });
     assert.equal(answer.status, 404);
-    assert.deepEqual(answer.body, { code: 5, message: "user not found", details: [] });
+    assert.deepEqual(answer.json, { code: 5, message: "user not found", details: [] });
     answer = await createSession({ user: { login_name: "admin@other-org.localhost" } });
     assert.equal(answer.status, 404, "the domain must be the user's organization's");
     answer = await createSession({ user: { user_id: "12345" } });
@@ -334,16 +311,16 @@ describe("sessions", () => {
     // ORG_USER_MANAGER of the user's org may create, patch, read and delete.
     const created = await createSession({ user: { login_name: "admin" } }, orgManager);
     assert.equal(created.status, 201, created.text);
-    const id = created.body.details.id;
+    const id = created.json.details.id;
     assert.equal((await rest("GET", `${BASE}/${id}`, { token: orgManager })).status, 200);
     // The other org's manager can neither read, patch nor delete it, nor find it: to it the session
     // does not exist (404, as an unknown ID; contract.md §1).
     const foreign = await rest("GET", `${BASE}/${id}`, { token: otherManager.token });
     assert.equal(foreign.status, 404, foreign.text);
-    assert.deepEqual(foreign.body, { code: 5, message: "session not found", details: [] });
+    assert.deepEqual(foreign.json, { code: 5, message: "session not found", details: [] });
     const patch = await rest("PATCH", `${BASE}/${id}`, {
       token: otherManager.token,
-      json: { session_token: created.body.session_token, checks: { user: { login_name: "admin" } } },
+      json: { session_token: created.json.session_token, checks: { user: { login_name: "admin" } } },
     });
     assert.equal(patch.status, 404, patch.text);
     assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: otherManager.token })).status, 404);
@@ -351,14 +328,14 @@ describe("sessions", () => {
     assert.equal((await rest("GET", `${BASE}/${id}`, { token: viewer.token })).status, 200);
     const readOnlyPatch = await rest("PATCH", `${BASE}/${id}`, {
       token: viewer.token,
-      json: { session_token: created.body.session_token, checks: { user: { login_name: "admin" } } },
+      json: { session_token: created.json.session_token, checks: { user: { login_name: "admin" } } },
     });
     assert.equal(readOnlyPatch.status, 403, readOnlyPatch.text);
     assert.equal((await rest("DELETE", `${BASE}/${id}`, { token: viewer.token })).status, 403);
     const search = await rest("POST", `${BASE}/_search`, { token: otherManager.token });
     assert.equal(search.status, 200);
-    assert.deepEqual(search.body.result, []);
-    assert.equal(search.body.details.total_result, "0");
+    assert.deepEqual(search.json.result, []);
+    assert.equal(search.json.details.total_result, "0");
     assert.equal((await rest("GET", `${BASE}/12345`, { token: owner })).status, 404);
 
     // A caller sees its own sessions (as their user) without session.read.
@@ -366,28 +343,28 @@ describe("sessions", () => {
     assert.equal(ownSession.status, 201, ownSession.text);
     const own = await rest("POST", `${BASE}/_search`, { token: nobody.token });
     assert.deepEqual(
-      own.body.result.map((r: Json) => r.session.id),
-      [ownSession.body.details.id],
+      own.json.result.map((r: Json) => r.session.id),
+      [ownSession.json.details.id],
     );
     assert.equal(
-      (await rest("GET", `${BASE}/${ownSession.body.details.id}`, { token: nobody.token })).status,
+      (await rest("GET", `${BASE}/${ownSession.json.details.id}`, { token: nobody.token })).status,
       200,
     );
     // An org context narrows the search to the organization's users.
     const unknownOrg = await rest("POST", `${BASE}/_search?ctx.org_id=12345`, { token: owner });
     assert.equal(unknownOrg.status, 404, unknownOrg.text);
     const inOrg = await rest("POST", `${BASE}/_search?ctx.org_id=${orgId}`, { token: owner });
-    assert.ok(inOrg.body.result.length >= 2);
-    assert.ok(inOrg.body.result.every((r: Json) => r.details.resource_owner.id === orgId));
+    assert.ok(inOrg.json.result.length >= 2);
+    assert.ok(inOrg.json.result.every((r: Json) => r.details.resource_owner.id === orgId));
 
     // The user of a session cannot change; the token is checked before anything else.
     const before2 = await eventCount(platform);
     const change = await rest("PATCH", `${BASE}/${id}`, {
       token: owner,
-      json: { session_token: created.body.session_token, checks: { user: { user_id: nobody.userId } } },
+      json: { session_token: created.json.session_token, checks: { user: { user_id: nobody.userId } } },
     });
     assert.equal(change.status, 400);
-    assert.deepEqual(change.body, {
+    assert.deepEqual(change.json, {
       code: 9,
       message: "the user of a session cannot be changed",
       details: [],
@@ -397,7 +374,7 @@ describe("sessions", () => {
       json: { session_token: "x".repeat(43), checks: { password: { password: "wrong-password" } } },
     });
     assert.equal(wrong.status, 403);
-    assert.deepEqual(wrong.body, { code: 7, message: "session token is invalid", details: [] });
+    assert.deepEqual(wrong.json, { code: 7, message: "session token is invalid", details: [] });
     assert.equal(await eventCount(platform), before2, "a wrong token counts no password attempt");
   });
 
@@ -433,35 +410,35 @@ describe("sessions", () => {
     for (const [body, status, message] of cases) {
       const answer = await rest("POST", BASE, { token: owner, json: body });
       assert.equal(answer.status, status, `${JSON.stringify(body)}: ${answer.text}`);
-      assert.equal(answer.body.code, 3, answer.text);
-      assert.match(answer.body.message, message, JSON.stringify(body));
+      assert.equal(answer.json.code, 3, answer.text);
+      assert.match(answer.json.message, message, JSON.stringify(body));
     }
     // Patch without a token.
     const patch = await rest("PATCH", `${BASE}/1`, { token: owner, json: { checks: {} } });
     assert.equal(patch.status, 400);
-    assert.equal(patch.body.message, "session.session_token: is required");
+    assert.equal(patch.json.message, "session.session_token: is required");
     // Path id too long.
     const long = await rest("GET", `${BASE}/${"1".repeat(201)}`, { token: owner });
     assert.equal(long.status, 400);
-    assert.match(long.body.message, /^id: /);
+    assert.match(long.json.message, /^id: /);
     assert.equal(await eventCount(platform), before);
 
     // Search limits: 1000 accepted, 1001 rejected; filters validated.
     assert.equal((await rest("POST", `${BASE}/_search?query.limit=1000`, { token: owner })).status, 200);
     const tooMany = await rest("POST", `${BASE}/_search?query.limit=1001`, { token: owner });
     assert.equal(tooMany.status, 400);
-    assert.deepEqual(tooMany.body, { code: 3, message: "query.limit: must be at most 1000", details: [] });
+    assert.deepEqual(tooMany.json, { code: 3, message: "query.limit: must be at most 1000", details: [] });
     const emptyFilter = await rest("POST", `${BASE}/_search`, { token: owner, json: [{}] });
     assert.equal(emptyFilter.status, 400);
-    assert.match(emptyFilter.body.message, /^filters\[0\]\.filter: /);
+    assert.match(emptyFilter.json.message, /^filters\[0\]\.filter: /);
     const noUser = await rest("POST", `${BASE}/_search`, { token: owner, json: [{ user_id: {} }] });
-    assert.match(noUser.body.message, /^filters\[0\]\.user_id\.user_id: is required$/);
+    assert.match(noUser.json.message, /^filters\[0\]\.user_id\.user_id: is required$/);
     const badMethod = await rest("POST", `${BASE}/_search`, {
       token: owner,
       json: [{ creation_date: { creation_date: "2024-01-01T00:00:00Z", method: 9 } }],
     });
     assert.equal(badMethod.status, 400);
-    assert.match(badMethod.body.message, /^filters\[0\]\.creation_date\.method: /);
+    assert.match(badMethod.json.message, /^filters\[0\]\.creation_date\.method: /);
   });
 
   it("locks a user at the 10th wrong password; unlocking lets the right password pass again", async () => {
@@ -481,7 +458,7 @@ describe("sessions", () => {
       const before = await eventCount(platform);
       const wrong = await check(`wrong-${i}`);
       assert.equal(wrong.status, 400);
-      assert.deepEqual(wrong.body, { code: 3, message: "password is wrong", details: [] });
+      assert.deepEqual(wrong.json, { code: 3, message: "password is wrong", details: [] });
       assert.equal(await eventCount(platform), before + 1, "only the failed check is stored, no session");
       assert.equal(await userState(platform, userId), UserState.active);
     }
@@ -492,7 +469,7 @@ describe("sessions", () => {
     // The 10th wrong password locks.
     const tenth = await check("wrong-10");
     assert.equal(tenth.status, 400);
-    assert.equal(tenth.body.message, "password is wrong");
+    assert.equal(tenth.json.message, "password is wrong");
     assert.equal(await userState(platform, userId), UserState.locked);
     assert.equal(await eventsOfType(platform, userId, UserEvent.locked), 1);
 
@@ -500,9 +477,9 @@ describe("sessions", () => {
     const before = await eventCount(platform);
     const locked = await check(password);
     assert.equal(locked.status, 400);
-    assert.deepEqual(locked.body, { code: 9, message: "user is locked", details: [] });
+    assert.deepEqual(locked.json, { code: 9, message: "user is locked", details: [] });
     const userOnly = await createSession({ user: { user_id: userId } });
-    assert.equal(userOnly.body.message, "user is locked");
+    assert.equal(userOnly.json.message, "user is locked");
     assert.equal(await eventCount(platform), before);
     assert.deepEqual(
       await platform.db.query("SELECT id FROM sessions WHERE user_id = $1", [userId]),
@@ -512,7 +489,7 @@ describe("sessions", () => {
     // The users API shows the lock; its `_unlock` (POST /resources/v3alpha/users/{id}/_unlock) restores
     // login. It needs user.write in the user's organization.
     const user = await rest("GET", `${USERS}/${userId}`, { token: owner });
-    assert.equal(user.body.user.state, "USER_STATE_LOCKED");
+    assert.equal(user.json.user.state, "USER_STATE_LOCKED");
     const beforeUnlock = await eventCount(platform);
     const notAllowed = await rest("POST", `${USERS}/${userId}/_unlock`, { token: viewer.token });
     assert.equal(notAllowed.status, 403, notAllowed.text);
@@ -523,7 +500,7 @@ describe("sessions", () => {
     assert.equal(await eventsOfType(platform, userId, UserEvent.unlocked), 1);
     assert.equal(await userState(platform, userId), UserState.active);
     assert.equal(
-      (await rest("GET", `${USERS}/${userId}`, { token: owner })).body.user.state,
+      (await rest("GET", `${USERS}/${userId}`, { token: owner })).json.user.state,
       "USER_STATE_ACTIVE",
     );
     const passed = await check(password);
@@ -533,25 +510,26 @@ describe("sessions", () => {
     assert.equal(await userState(platform, userId), UserState.active);
 
     // Wrong passwords through PATCH count too, and leave the session unchanged.
-    const session = await rest("GET", `${BASE}/${passed.body.details.id}`, { token: owner });
-    const patched = await rest("PATCH", `${BASE}/${passed.body.details.id}`, {
+    const session = await rest("GET", `${BASE}/${passed.json.details.id}`, { token: owner });
+    const patched = await rest("PATCH", `${BASE}/${passed.json.details.id}`, {
       token: owner,
-      json: { session_token: passed.body.session_token, checks: { password: { password: "nope" } } },
+      json: { session_token: passed.json.session_token, checks: { password: { password: "nope" } } },
     });
     assert.equal(patched.status, 400);
-    assert.equal(patched.body.message, "password is wrong");
+    assert.equal(patched.json.message, "password is wrong");
     assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 13);
-    assert.deepEqual(await rest("GET", `${BASE}/${passed.body.details.id}`, { token: owner }), {
-      ...session,
+    const answer = ({ status, json, text }: RestReply) => ({ status, json, text });
+    assert.deepEqual(answer(await rest("GET", `${BASE}/${passed.json.details.id}`, { token: owner })), {
+      ...answer(session),
     });
 
     // Inactive users cannot pass checks; machine users have no password.
     assert.equal((await rest("POST", `${USERS}/${userId}/_deactivate`, { token: owner })).status, 200);
     const inactive = await check(password);
-    assert.deepEqual(inactive.body, { code: 9, message: "user is inactive", details: [] });
+    assert.deepEqual(inactive.json, { code: 9, message: "user is inactive", details: [] });
     const machine = await createSession({ user: { user_id: nobody.userId }, password: { password: "x" } });
     assert.equal(machine.status, 400);
-    assert.deepEqual(machine.body, { code: 9, message: "machine users have no password", details: [] });
+    assert.deepEqual(machine.json, { code: 9, message: "machine users have no password", details: [] });
   });
 
   it("counts concurrent wrong passwords exactly (optimistic lock on the user)", async () => {
@@ -561,7 +539,7 @@ describe("sessions", () => {
         createSession({ user: { login_name: "racer" }, password: { password: `wrong-${i}` } }),
       ),
     );
-    const messages = answers.map((a) => a.body.message).sort();
+    const messages = answers.map((a) => a.json.message).sort();
     assert.deepEqual(messages, [...Array(10).fill("password is wrong"), "user is locked", "user is locked"]);
     assert.equal(await eventsOfType(platform, userId, UserEvent.passwordCheckFailed), 10);
     assert.equal(await eventsOfType(platform, userId, UserEvent.locked), 1);
@@ -593,7 +571,7 @@ describe("sessions", () => {
 
 describe("sessions without lockout (PLATFORM_MAX_PASSWORD_ATTEMPTS=0)", () => {
   let platform: TestPlatform;
-  const rest = restClient(() => platform, []);
+  const rest = restClient(() => platform);
   before(async () => {
     platform = await startPlatform({ listen: true, env: { PLATFORM_MAX_PASSWORD_ATTEMPTS: "0" } });
   });

@@ -5,9 +5,12 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
+
+const FEATURES = "/settings/v3alpha/features";
 
 describe("feature settings", () => {
   let platform: TestPlatform;
@@ -18,22 +21,10 @@ describe("feature settings", () => {
   let instanceId: string;
   let privateKey: CryptoKey;
 
-  const call = async (
-    method: "GET" | "PATCH",
-    token: string,
-    options: { json?: unknown; query?: string } = {},
-  ) => {
-    const response = await fetch(`${platform.url}/settings/v3alpha/features${options.query ?? ""}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(options.json !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      body: options.json !== undefined ? JSON.stringify(options.json) : undefined,
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of the tests
-    return { status: response.status, body: (await response.json()) as Record<string, any> };
-  };
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
 
   before(async () => {
     const keys = await generateKeyPair("RS256");
@@ -65,7 +56,7 @@ describe("feature settings", () => {
   after(() => platform.stop());
 
   it("a new instance has every flag on except token_exchange, inherited from the system", async () => {
-    const { status, body } = await call("GET", owner);
+    const { status, json: body } = await rest("GET", FEATURES);
     assert.equal(status, 200);
     const system = { type: "OWNER_TYPE_SYSTEM", id: "system" };
     assert.deepEqual(body.settings, {
@@ -78,44 +69,44 @@ describe("feature settings", () => {
   });
 
   it("an IAM_OWNER sets and resets an instance flag", async () => {
-    let result = await call("PATCH", owner, {
+    let result = await rest("PATCH", FEATURES, {
       json: { token_exchange: { set: true }, actions: { set: false } },
     });
     assert.equal(result.status, 200);
-    assert.equal(result.body.details.sequence, "1");
-    result = await call("GET", owner);
-    assert.deepEqual(result.body.settings.token_exchange, { value: true });
-    assert.deepEqual(result.body.settings.actions, { value: false });
-    result = await call("PATCH", owner, {
+    assert.equal(result.json.details.sequence, "1");
+    result = await rest("GET", FEATURES);
+    assert.deepEqual(result.json.settings.token_exchange, { value: true });
+    assert.deepEqual(result.json.settings.actions, { value: false });
+    result = await rest("PATCH", FEATURES, {
       json: { tokenExchange: { reset: true }, actions: { reset: true } },
     });
     assert.equal(result.status, 200);
-    result = await call("GET", owner);
-    assert.deepEqual(result.body.settings.token_exchange, {
+    result = await rest("GET", FEATURES);
+    assert.deepEqual(result.json.settings.token_exchange, {
       value: false,
       owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
     });
-    assert.equal(result.body.settings.actions.value, true);
+    assert.equal(result.json.settings.actions.value, true);
   });
 
   it("viewers read but cannot write; users without an instance role get 403; no token 401", async () => {
     const before = await eventCount(platform);
-    assert.equal((await call("GET", viewer)).status, 200);
-    const denied = await call("PATCH", viewer, { json: { actions: { set: false } } });
+    assert.equal((await rest("GET", FEATURES, { token: viewer })).status, 200);
+    const denied = await rest("PATCH", FEATURES, { token: viewer, json: { actions: { set: false } } });
     assert.equal(denied.status, 403);
-    assert.equal(denied.body.code, 7);
-    assert.equal((await call("GET", nobody)).status, 403);
+    assert.equal(denied.json.code, 7);
+    assert.equal((await rest("GET", FEATURES, { token: nobody })).status, 403);
     const orgOwner = await addMachineUser(platform, {
       username: "org-owner",
       membership: { contextType: "org", roles: ["ORG_OWNER"] },
     });
     assert.equal(
-      (await call("GET", orgOwner.token)).status,
+      (await rest("GET", FEATURES, { token: orgOwner.token })).status,
       403,
       "features are instance-wide: org roles do not grant them",
     );
     const count = await eventCount(platform);
-    assert.equal((await call("PATCH", "garbage", { json: {} })).status, 401);
+    assert.equal((await rest("PATCH", FEATURES, { token: "garbage", json: {} })).status, 401);
     assert.equal(await eventCount(platform), count);
     assert.ok(count > before);
   });
@@ -128,45 +119,45 @@ describe("feature settings", () => {
       { actions: { set: "yes" } },
       { unknown_flag: { set: true } },
     ]) {
-      const result = await call("PATCH", owner, { json });
+      const result = await rest("PATCH", FEATURES, { json });
       assert.equal(result.status, 400, JSON.stringify(json));
-      assert.equal(result.body.code, 3);
+      assert.equal(result.json.code, 3);
     }
     const orgId = await addOrg(platform, "Flagless");
     const afterOrg = await eventCount(platform);
-    const org = await call("GET", owner, { query: `?ctx.org_id=${orgId}` });
+    const org = await rest("GET", `${FEATURES}?ctx.org_id=${orgId}`);
     assert.equal(org.status, 400);
-    assert.match(org.body.message, /^ctx: feature flags exist for the system and for instances/);
+    assert.match(org.json.message, /^ctx: feature flags exist for the system and for instances/);
     assert.equal(await eventCount(platform), afterOrg);
     assert.ok(afterOrg > before);
   });
 
   it("system users set defaults for every instance in the system context; instance owners may not", async () => {
-    const denied = await call("PATCH", owner, {
-      query: "?ctx.system=true",
-      json: { actions: { set: false } },
-    });
+    const denied = await rest("PATCH", `${FEATURES}?ctx.system=true`, { json: { actions: { set: false } } });
     assert.equal(denied.status, 403);
 
-    let result = await call("PATCH", systemToken, {
-      query: "?ctx.system=true",
+    let result = await rest("PATCH", `${FEATURES}?ctx.system=true`, {
+      token: systemToken,
       json: { actions: { set: false } },
     });
-    assert.equal(result.status, 200, JSON.stringify(result.body));
-    assert.deepEqual(result.body.details.owner, { type: "OWNER_TYPE_SYSTEM", id: "system" });
-    result = await call("GET", owner);
-    assert.deepEqual(result.body.settings.actions, {
+    assert.equal(result.status, 200, JSON.stringify(result.json));
+    assert.deepEqual(result.json.details.owner, { type: "OWNER_TYPE_SYSTEM", id: "system" });
+    result = await rest("GET", FEATURES);
+    assert.deepEqual(result.json.settings.actions, {
       value: false,
       owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
     });
 
     // The instance's own value wins over the system default.
-    await call("PATCH", owner, { json: { actions: { set: true } } });
-    result = await call("GET", owner);
-    assert.deepEqual(result.body.settings.actions, { value: true });
-    await call("PATCH", owner, { json: { actions: { reset: true } } });
-    await call("PATCH", systemToken, { query: "?ctx.system=true", json: { actions: { reset: true } } });
-    assert.equal((await call("GET", owner)).body.settings.actions.value, true);
+    await rest("PATCH", FEATURES, { json: { actions: { set: true } } });
+    result = await rest("GET", FEATURES);
+    assert.deepEqual(result.json.settings.actions, { value: true });
+    await rest("PATCH", FEATURES, { json: { actions: { reset: true } } });
+    await rest("PATCH", `${FEATURES}?ctx.system=true`, {
+      token: systemToken,
+      json: { actions: { reset: true } },
+    });
+    assert.equal((await rest("GET", FEATURES)).json.settings.actions.value, true);
   });
 
   it("a system token with the wrong audience or signer is 401", async () => {
@@ -178,7 +169,7 @@ describe("feature settings", () => {
       .setIssuedAt()
       .setExpirationTime("5m")
       .sign(privateKey);
-    assert.equal((await call("GET", wrongAudience, { query: "?ctx.system=true" })).status, 401);
+    assert.equal((await rest("GET", `${FEATURES}?ctx.system=true`, { token: wrongAudience })).status, 401);
     const other = await generateKeyPair("RS256");
     const wrongKey = await new SignJWT({})
       .setProtectedHeader({ alg: "RS256" })
@@ -188,6 +179,6 @@ describe("feature settings", () => {
       .setIssuedAt()
       .setExpirationTime("5m")
       .sign(other.privateKey);
-    assert.equal((await call("GET", wrongKey, { query: "?ctx.system=true" })).status, 401);
+    assert.equal((await rest("GET", `${FEATURES}?ctx.system=true`, { token: wrongKey })).status, 401);
   });
 });

@@ -11,7 +11,7 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
-  rawRequest,
+  restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
@@ -24,21 +24,15 @@ describe("language settings", () => {
   let platform: TestPlatform;
   let owner: string; // IAM_OWNER token
   let instanceId: string;
-  const rest = (path: string, init: RequestInit & { token?: string | null; json?: unknown } = {}) => {
-    const headers = new Headers(init.headers);
-    if (init.token !== null) headers.set("authorization", `Bearer ${init.token ?? owner}`);
-    if (init.json !== undefined) headers.set("content-type", "application/json");
-    return fetch(`${platform.url}${path}`, {
-      ...init,
-      headers,
-      body: init.json !== undefined ? JSON.stringify(init.json) : init.body,
-    });
-  };
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
   const resolveJson = async (query = "") => {
-    const response = await rest(`/settings/v3alpha/languages${query}`);
+    const response = await rest("GET", `/settings/v3alpha/languages${query}`);
     assert.equal(response.status, 200);
     // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of the tests
-    return (await response.json()) as { details: Record<string, unknown>; settings: Record<string, any> };
+    return response.json as { details: Record<string, unknown>; settings: Record<string, any> };
   };
 
   before(async () => {
@@ -53,18 +47,16 @@ describe("language settings", () => {
 
   it("REST, gRPC, gRPC-web and Connect give identical results", async () => {
     // REST, snake_case and lowerCamelCase input.
-    let response = await rest("/settings/v3alpha/languages", {
-      method: "PATCH",
+    let response = await rest("PATCH", "/settings/v3alpha/languages", {
       json: {
         default_language: { key: "de" },
         restricted_languages: { languages: [{ key: "de" }, { key: "en" }] },
       },
     });
     assert.equal(response.status, 200);
-    const patched = (await response.json()) as { details: { sequence: string; owner: unknown } };
+    const patched = response.json as { details: { sequence: string; owner: unknown } };
     assert.deepEqual(patched.details.owner, { type: "OWNER_TYPE_INSTANCE", id: instanceId });
-    response = await rest("/settings/v3alpha/languages", {
-      method: "PATCH",
+    response = await rest("PATCH", "/settings/v3alpha/languages", {
       json: { defaultLanguage: { key: "fr" } },
     });
     assert.equal(response.status, 200);
@@ -103,12 +95,11 @@ describe("language settings", () => {
 
   it("errors are the same code over every protocol, and nothing is stored", async () => {
     const before = await eventCount(platform);
-    const response = await rest("/settings/v3alpha/languages", {
-      method: "PATCH",
+    const response = await rest("PATCH", "/settings/v3alpha/languages", {
       json: { default_language: { key: "EN" } },
     });
     assert.equal(response.status, 400);
-    assert.deepEqual(await response.json(), {
+    assert.deepEqual(response.json, {
       code: 3,
       message: "settings.default_language.key: must match ^[a-z]{2}$",
       details: [],
@@ -133,7 +124,7 @@ describe("language settings", () => {
 
   it("inherits system → instance → organization, and an org reset falls back to the instance", async () => {
     const orgId = await addOrg(platform, "Inheriting Org");
-    await rest("/settings/v3alpha/languages", { method: "PATCH", json: { default_language: { key: "de" } } });
+    await rest("PATCH", "/settings/v3alpha/languages", { json: { default_language: { key: "de" } } });
 
     let org = await resolveJson(`?ctx.org_id=${orgId}`);
     assert.deepEqual(org.settings.default_language, {
@@ -146,15 +137,14 @@ describe("language settings", () => {
       owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
     });
 
-    let response = await rest(`/settings/v3alpha/languages?ctx.orgId=${orgId}`, {
-      method: "PATCH",
+    let response = await rest("PATCH", `/settings/v3alpha/languages?ctx.orgId=${orgId}`, {
       json: {
         defaultLanguage: { key: "it" },
         restrictedLanguages: { languages: [{ key: "it" }, { key: "de" }] },
       },
     });
     assert.equal(response.status, 200);
-    const setDetails = ((await response.json()) as { details: { sequence: string; owner: unknown } }).details;
+    const setDetails = (response.json as { details: { sequence: string; owner: unknown } }).details;
     assert.deepEqual(setDetails.owner, { type: "OWNER_TYPE_ORG", id: orgId });
     org = await resolveJson(`?ctx.org_id=${orgId}`);
     assert.deepEqual(org.settings.default_language, { value: "it" });
@@ -164,8 +154,7 @@ describe("language settings", () => {
     assert.equal((await resolveJson()).settings.default_language.value, "de");
 
     // Reset the default language only: it comes from the instance again; restricted stays the org's.
-    response = await rest(`/settings/v3alpha/languages?ctx.org_id=${orgId}`, {
-      method: "PATCH",
+    response = await rest("PATCH", `/settings/v3alpha/languages?ctx.org_id=${orgId}`, {
       json: { default_language: {} },
     });
     assert.equal(response.status, 200);
@@ -177,7 +166,7 @@ describe("language settings", () => {
     assert.deepEqual(org.settings.restricted_languages, { value: [{ key: "it" }, { key: "de" }] });
 
     // Resetting the instance's value makes the org inherit the system default through the instance.
-    await rest("/settings/v3alpha/languages", { method: "PATCH", json: { default_language: { key: "" } } });
+    await rest("PATCH", "/settings/v3alpha/languages", { json: { default_language: { key: "" } } });
     org = await resolveJson(`?ctx.org_id=${orgId}`);
     assert.deepEqual(org.settings.default_language, {
       value: "en",
@@ -186,15 +175,14 @@ describe("language settings", () => {
   });
 
   it("a patch that changes nothing succeeds and appends no event", async () => {
-    await rest("/settings/v3alpha/languages", { method: "PATCH", json: { default_language: { key: "fr" } } });
+    await rest("PATCH", "/settings/v3alpha/languages", { json: { default_language: { key: "fr" } } });
     const before = await eventCount(platform);
-    const response = await rest("/settings/v3alpha/languages", {
-      method: "PATCH",
+    const response = await rest("PATCH", "/settings/v3alpha/languages", {
       json: { default_language: { key: "fr" } },
     });
     assert.equal(response.status, 200);
     assert.equal(await eventCount(platform), before);
-    const empty = await rest("/settings/v3alpha/languages", { method: "PATCH" });
+    const empty = await rest("PATCH", "/settings/v3alpha/languages");
     assert.equal(empty.status, 200);
     assert.equal(await eventCount(platform), before);
   });
@@ -223,83 +211,73 @@ describe("language settings", () => {
       { body: '{"default_language": {"key": 7}}', message: /key/ },
     ];
     for (const { body, message } of cases) {
-      const response = await rest("/settings/v3alpha/languages", {
-        method: "PATCH",
+      const response = await rest("PATCH", "/settings/v3alpha/languages", {
         body,
         headers: { "content-type": "application/json" },
       });
       assert.equal(response.status, 400, body);
-      const error = (await response.json()) as { code: number; message: string };
+      const error = response.json as { code: number; message: string };
       assert.equal(error.code, 3, body);
       assert.match(error.message, message, body);
     }
-    const wrongEnum = await rest("/settings/v3alpha/languages?ctx.system=maybe");
+    const wrongEnum = await rest("GET", "/settings/v3alpha/languages?ctx.system=maybe");
     assert.equal(wrongEnum.status, 400);
     assert.equal(await eventCount(platform), before);
   });
 
   it("answers 401 without a valid token, 403 without the permission, 404 for an unknown host or org", async () => {
     const before = await eventCount(platform);
-    assert.equal((await rest("/settings/v3alpha/languages", { token: null })).status, 401);
-    assert.equal((await rest("/settings/v3alpha/languages", { token: "not-a-token" })).status, 401);
+    assert.equal((await rest("GET", "/settings/v3alpha/languages", { token: null })).status, 401);
+    assert.equal((await rest("GET", "/settings/v3alpha/languages", { token: "not-a-token" })).status, 401);
     const { token: nobody } = await addMachineUser(platform, { username: "nobody" });
     const after1 = await eventCount(platform);
     // Any user of the instance may read the languages; changing them needs settings.write.
-    assert.equal((await rest("/settings/v3alpha/languages", { token: nobody })).status, 200);
-    const denied = await rest("/settings/v3alpha/languages", {
+    assert.equal((await rest("GET", "/settings/v3alpha/languages", { token: nobody })).status, 200);
+    const denied = await rest("PATCH", "/settings/v3alpha/languages", {
       token: nobody,
-      method: "PATCH",
       json: { default_language: { key: "de" } },
     });
     assert.equal(denied.status, 403);
-    assert.equal(((await denied.json()) as { code: number }).code, 7);
+    assert.equal((denied.json as { code: number }).code, 7);
 
-    const unknownHost = await rawRequest(`${platform.url}/settings/v3alpha/languages`, {
-      headers: { host: "nowhere.example", authorization: `Bearer ${owner}` },
-    });
+    const unknownHost = await rest("GET", "/settings/v3alpha/languages", { host: "nowhere.example" });
     assert.equal(unknownHost.status, 404);
-    assert.deepEqual(JSON.parse(unknownHost.body), { code: 5, message: "instance not found", details: [] });
-    const unknownOrg = await rest("/settings/v3alpha/languages?ctx.org_id=12345");
+    assert.deepEqual(unknownHost.json, { code: 5, message: "instance not found", details: [] });
+    const unknownOrg = await rest("GET", "/settings/v3alpha/languages?ctx.org_id=12345");
     assert.equal(unknownOrg.status, 404);
     assert.equal(await eventCount(platform), after1);
     assert.ok(after1 > before);
   });
 
   it("is gated by the multitenancy_settings flag", async () => {
-    let response = await rest("/settings/v3alpha/features", {
-      method: "PATCH",
+    let response = await rest("PATCH", "/settings/v3alpha/features", {
       json: { multitenancy_settings: { set: false } },
     });
     assert.equal(response.status, 200);
     const before = await eventCount(platform);
-    response = await rest("/settings/v3alpha/languages", {
-      method: "PATCH",
+    response = await rest("PATCH", "/settings/v3alpha/languages", {
       json: { default_language: { key: "de" } },
     });
     assert.equal(response.status, 400);
-    const error = (await response.json()) as { code: number; message: string };
+    const error = response.json as { code: number; message: string };
     assert.equal(error.code, 9);
     assert.match(error.message, /multitenancy_settings/);
-    assert.equal((await rest("/settings/v3alpha/languages")).status, 400);
+    assert.equal((await rest("GET", "/settings/v3alpha/languages")).status, 400);
     assert.equal(await eventCount(platform), before);
-    response = await rest("/settings/v3alpha/features", {
-      method: "PATCH",
+    response = await rest("PATCH", "/settings/v3alpha/features", {
       json: { multitenancy_settings: { reset: true } },
     });
     assert.equal(response.status, 200);
-    assert.equal((await rest("/settings/v3alpha/languages")).status, 200);
+    assert.equal((await rest("GET", "/settings/v3alpha/languages")).status, 200);
   });
 
   it("answers the same message shapes to a resolve over Connect JSON as the REST body", async () => {
-    const response = await fetch(
-      `${platform.url}/platform.settings.language.v3alpha.PlatformLanguageSettings/ResolveLanguages`,
-      {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${owner}` },
-        body: "{}",
-      },
+    const response = await rest(
+      "POST",
+      "/platform.settings.language.v3alpha.PlatformLanguageSettings/ResolveLanguages",
+      { body: "{}" },
     );
     assert.equal(response.status, 200);
-    assert.deepEqual(await response.json(), await resolveJson());
+    assert.deepEqual(response.json, await resolveJson());
   });
 });

@@ -9,8 +9,11 @@ import {
   ADMIN_PASSWORD,
   addMachineUser,
   addOrg,
+  assertRejected,
   eventCount,
   freshBackend,
+  type Json,
+  restClient,
   startPlatform,
   type TestPlatform,
   tempDir,
@@ -21,29 +24,16 @@ import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_se
 import { newId } from "../../id.ts";
 
 const USERS = "/resources/v3alpha/users";
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers
-type Json = any;
 
 describe("users", () => {
   let platform: TestPlatform;
   let owner: string; // IAM_OWNER token
   let orgId: string;
 
-  const rest = async (
-    path: string,
-    init: { method?: string; json?: unknown; body?: string; token?: string | null } = {},
-  ): Promise<{ status: number; text: string; json: Json }> => {
-    const headers: Record<string, string> = {};
-    if (init.token !== null) headers.authorization = `Bearer ${init.token ?? owner}`;
-    if (init.json !== undefined || init.body !== undefined) headers["content-type"] = "application/json";
-    const response = await fetch(`${platform.url}${path}`, {
-      method: init.method ?? "GET",
-      headers,
-      body: init.json !== undefined ? JSON.stringify(init.json) : init.body,
-    });
-    const text = await response.text();
-    return { status: response.status, text, json: text ? JSON.parse(text) : undefined };
-  };
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
 
   const human = (username: string, extra: Record<string, unknown> = {}) => ({
     username,
@@ -58,7 +48,7 @@ describe("users", () => {
     machine: { name: `${username} service`, access_token_type: "ACCESS_TOKEN_TYPE_JWT" },
   });
   const createUser = async (user: unknown, query = "", token?: string) => {
-    const r = await rest(`${USERS}${query}`, { method: "POST", json: user, token });
+    const r = await rest("POST", `${USERS}${query}`, { json: user, token });
     assert.equal(r.status, 201, r.text);
     return r.json.details.id as string;
   };
@@ -81,8 +71,7 @@ describe("users", () => {
 
   it("create → get → patch → search → action → delete (human)", async () => {
     const password = "Secret-Passw0rd!";
-    const created = await rest(USERS, {
-      method: "POST",
+    const created = await rest("POST", USERS, {
       json: human("ada", {
         phone: { number: "+41 79 123 45 67", is_verified: false },
         password: { password },
@@ -100,7 +89,7 @@ describe("users", () => {
     assert.match(added.payload.password_hash, /^\$argon2id\$/);
     assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgId });
 
-    let got = await rest(`${USERS}/${id}`);
+    let got = await rest("GET", `${USERS}/${id}`);
     assert.equal(got.status, 200, got.text);
     assertNoSecrets(got.text, password);
     const user = got.json.user;
@@ -119,13 +108,12 @@ describe("users", () => {
     assert.equal(user.human.password_set, true);
 
     // Patch: only present fields change.
-    const patched = await rest(`${USERS}/${id}`, {
-      method: "PATCH",
+    const patched = await rest("PATCH", `${USERS}/${id}`, {
       json: { human: { profile: { nick_name: "countess", display_name: "" }, phone: { number: "" } } },
     });
     assert.equal(patched.status, 200, patched.text);
     assert.ok(BigInt(patched.json.details.sequence) > BigInt(user.details.sequence));
-    got = await rest(`${USERS}/${id}`);
+    got = await rest("GET", `${USERS}/${id}`);
     assert.deepEqual(got.json.user.human.profile, {
       given_name: "Ada",
       family_name: "Lovelace",
@@ -141,22 +129,20 @@ describe("users", () => {
       [{ human: { email: { address: "nope" } } }, /^user\.human\.email\.address: must match/],
       [{ machine: { name: "robot" } }, /^user\.machine: /],
     ] as const) {
-      const bad = await rest(`${USERS}/${id}`, { method: "PATCH", json });
+      const bad = await rest("PATCH", `${USERS}/${id}`, { json });
       assert.equal(bad.status, 400, bad.text);
       assert.match(bad.json.message, message);
     }
-    const same = await rest(`${USERS}/${id}`, {
-      method: "PATCH",
+    const same = await rest("PATCH", `${USERS}/${id}`, {
       json: { username: "ada", human: { profile: { given_name: "Ada", nick_name: "countess" } } },
     });
     assert.equal(same.status, 200, same.text);
     assert.equal(same.json.details.sequence, patched.json.details.sequence);
-    assert.equal((await rest(`${USERS}/${id}`, { method: "PATCH", json: {} })).status, 200);
+    assert.equal((await rest("PATCH", `${USERS}/${id}`, { json: {} })).status, 200);
     assert.equal(await eventCount(platform), count);
 
     // Search by e-mail.
-    const found = await rest(`${USERS}/_search`, {
-      method: "POST",
+    const found = await rest("POST", `${USERS}/_search`, {
       json: [{ email: { address: "ADA@EXAMPLE", method: "TEXT_FILTER_METHOD_STARTS_WITH_IGNORE_CASE" } }],
     });
     assert.equal(found.status, 200, found.text);
@@ -168,11 +154,10 @@ describe("users", () => {
     assertNoSecrets(found.text, password);
 
     // Actions.
-    const lock = await rest(`${USERS}/${id}/_lock`, { method: "POST" });
+    const lock = await rest("POST", `${USERS}/${id}/_lock`);
     assert.equal(lock.status, 200, lock.text);
-    assert.equal((await rest(`${USERS}/${id}`)).json.user.state, "USER_STATE_LOCKED");
-    const locked = await rest(`${USERS}/_search`, {
-      method: "POST",
+    assert.equal((await rest("GET", `${USERS}/${id}`)).json.user.state, "USER_STATE_LOCKED");
+    const locked = await rest("POST", `${USERS}/_search`, {
       json: [{ state: { state: "USER_STATE_LOCKED" } }],
     });
     assert.deepEqual(
@@ -181,24 +166,18 @@ describe("users", () => {
     );
 
     // Delete.
-    const deleted = await rest(`${USERS}/${id}`, { method: "DELETE" });
+    const deleted = await rest("DELETE", `${USERS}/${id}`);
     assert.equal(deleted.status, 200, deleted.text);
-    assert.equal((await rest(`${USERS}/${id}`)).status, 404);
+    assert.equal((await rest("GET", `${USERS}/${id}`)).status, 404);
     // The username is free again.
     await createUser(human("ADA"));
   });
 
   it("state transitions: lock, unlock, deactivate, reactivate; invalid ones are FAILED_PRECONDITION", async () => {
     const id = await createUser(human("grace"));
-    const action = (name: string) => rest(`${USERS}/${id}/_${name}`, { method: "POST" });
-    const state = async () => (await rest(`${USERS}/${id}`)).json.user.state;
-    const failed = async (name: string) => {
-      const before = await eventCount(platform);
-      const r = await action(name);
-      assert.equal(r.status, 400, `${name}: ${r.text}`);
-      assert.equal(r.json.code, 9);
-      assert.equal(await eventCount(platform), before);
-    };
+    const action = (name: string) => rest("POST", `${USERS}/${id}/_${name}`);
+    const state = async () => (await rest("GET", `${USERS}/${id}`)).json.user.state;
+    const failed = (name: string) => assertRejected(platform, () => action(name), 400, 9);
     await failed("unlock");
     await failed("reactivate");
     assert.equal((await action("lock")).status, 200);
@@ -212,31 +191,28 @@ describe("users", () => {
     await failed("deactivate");
     assert.equal((await action("reactivate")).status, 200);
     assert.equal(await state(), "USER_STATE_ACTIVE");
-    assert.equal((await rest(`${USERS}/${newId()}/_lock`, { method: "POST" })).status, 404);
+    assert.equal((await rest("POST", `${USERS}/${newId()}/_lock`)).status, 404);
   });
 
   it("usernames are unique per instance ignoring case; a username change releases the old one", async () => {
     const id = await createUser(human("Linus"));
     const before = await eventCount(platform);
-    const taken = await rest(USERS, { method: "POST", json: machine("linus") });
+    const taken = await rest("POST", USERS, { json: machine("linus") });
     assert.equal(taken.status, 409, taken.text);
     assert.equal(taken.json.code, 6);
     assert.equal(await eventCount(platform), before);
 
     const other = await createUser(machine("torvalds"));
-    const clash = await rest(`${USERS}/${other}`, { method: "PATCH", json: { username: "LINUS" } });
+    const clash = await rest("PATCH", `${USERS}/${other}`, { json: { username: "LINUS" } });
     assert.equal(clash.status, 409, clash.text);
 
-    const renamed = await rest(`${USERS}/${id}`, { method: "PATCH", json: { username: "linus2" } });
+    const renamed = await rest("PATCH", `${USERS}/${id}`, { json: { username: "linus2" } });
     assert.equal(renamed.status, 200, renamed.text);
-    assert.equal((await rest(`${USERS}/${id}`)).json.user.username, "linus2");
+    assert.equal((await rest("GET", `${USERS}/${id}`)).json.user.username, "linus2");
     await createUser(machine("linus"));
     // A case-only change keeps the claim.
-    assert.equal(
-      (await rest(`${USERS}/${id}`, { method: "PATCH", json: { username: "Linus2" } })).status,
-      200,
-    );
-    assert.equal((await rest(USERS, { method: "POST", json: machine("LINUS2") })).status, 409);
+    assert.equal((await rest("PATCH", `${USERS}/${id}`, { json: { username: "Linus2" } })).status, 200);
+    assert.equal((await rest("POST", USERS, { json: machine("LINUS2") })).status, 409);
   });
 
   it("bad input on create is 400 naming the field, and stores nothing", async () => {
@@ -283,13 +259,13 @@ describe("users", () => {
     ];
     const before = await eventCount(platform);
     for (const [body, message] of cases) {
-      const r = await rest(USERS, { method: "POST", json: body });
+      const r = await rest("POST", USERS, { json: body });
       assert.equal(r.status, 400, `${JSON.stringify(body)} → ${r.text}`);
       assert.equal(r.json.code, 3);
       assert.match(r.json.message, message);
       assert.ok(!r.text.includes("alllowercase1!"), "the password is not echoed");
     }
-    const empty = await rest(USERS, { method: "POST" });
+    const empty = await rest("POST", USERS);
     assert.equal(empty.status, 400);
     assert.match(empty.json.message, /^user: is required$/);
     assert.equal(await eventCount(platform), before);
@@ -305,26 +281,24 @@ describe("users", () => {
       ["NoDigits!!", "a digit"],
       ["NoSymbols123", "a symbol"],
     ]) {
-      const r = await rest(`${USERS}/${id}/_set_password`, { method: "POST", json: { password } });
+      const r = await rest("POST", `${USERS}/${id}/_set_password`, { json: { password } });
       assert.equal(r.status, 400, r.text);
       assert.match(r.json.message, new RegExp(`^password\\.password: .*${missing}`));
       assert.ok(!r.text.includes(password));
     }
-    const wrong = await rest(`${USERS}/${id}/_set_password`, {
-      method: "POST",
+    const wrong = await rest("POST", `${USERS}/${id}/_set_password`, {
       json: { password: "Val1d-Password", current_password: "Wrong-Passw0rd" },
     });
     assert.equal(wrong.status, 400);
     assert.match(wrong.json.message, /^password\.current_password: /);
     assert.equal(await eventCount(platform), before);
 
-    const set = await rest(`${USERS}/${id}/_set_password`, {
-      method: "POST",
+    const set = await rest("POST", `${USERS}/${id}/_set_password`, {
       json: { password: "Val1d-Password", change_required: true },
     });
     assert.equal(set.status, 200, set.text);
     assertNoSecrets(set.text, "Val1d-Password");
-    const got = await rest(`${USERS}/${id}`);
+    const got = await rest("GET", `${USERS}/${id}`);
     assert.equal(got.json.user.human.password_set, true);
     assert.equal(got.json.user.human.password_change_required, true);
     assertNoSecrets(got.text, "Val1d-Password");
@@ -334,15 +308,13 @@ describe("users", () => {
     );
     assert.ok(!JSON.stringify(events).includes("Val1d-Password"), "no password in event payloads");
 
-    const right = await rest(`${USERS}/${id}/_set_password`, {
-      method: "POST",
+    const right = await rest("POST", `${USERS}/${id}/_set_password`, {
       json: { password: "An0ther-Password", current_password: "Val1d-Password" },
     });
     assert.equal(right.status, 200, right.text);
 
     const machineId = await createUser(machine("no-password"));
-    const r = await rest(`${USERS}/${machineId}/_set_password`, {
-      method: "POST",
+    const r = await rest("POST", `${USERS}/${machineId}/_set_password`, {
       json: { password: "Val1d-Password" },
     });
     assert.equal(r.status, 400);
@@ -352,88 +324,88 @@ describe("users", () => {
   it("metadata: set, read, remove with an empty value; unchanged values add no event", async () => {
     const id = await createUser(machine("meta"));
     const b64 = (s: string) => Buffer.from(s).toString("base64");
-    let r = await rest(`${USERS}/${id}/metadata`, {
-      method: "PATCH",
+    let r = await rest("PATCH", `${USERS}/${id}/metadata`, {
       json: { entries: { team: b64("identity"), floor: b64("3") } },
     });
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual((await rest(`${USERS}/${id}`)).json.user.metadata, {
+    assert.deepEqual((await rest("GET", `${USERS}/${id}`)).json.user.metadata, {
       floor: b64("3"),
       team: b64("identity"),
     });
     const before = await eventCount(platform);
-    r = await rest(`${USERS}/${id}/metadata`, {
-      method: "PATCH",
-      json: { entries: { team: b64("identity") } },
-    });
+    r = await rest("PATCH", `${USERS}/${id}/metadata`, { json: { entries: { team: b64("identity") } } });
     assert.equal(r.status, 200);
     assert.equal(await eventCount(platform), before);
-    r = await rest(`${USERS}/${id}/metadata`, { method: "PATCH", json: { entries: { floor: "" } } });
+    r = await rest("PATCH", `${USERS}/${id}/metadata`, { json: { entries: { floor: "" } } });
     assert.equal(r.status, 200);
-    assert.deepEqual((await rest(`${USERS}/${id}`)).json.user.metadata, { team: b64("identity") });
-    r = await rest(`${USERS}/${id}/metadata`, { method: "PATCH", json: { entries: { "": b64("x") } } });
+    assert.deepEqual((await rest("GET", `${USERS}/${id}`)).json.user.metadata, { team: b64("identity") });
+    r = await rest("PATCH", `${USERS}/${id}/metadata`, { json: { entries: { "": b64("x") } } });
     assert.equal(r.status, 400);
     assert.match(r.json.message, /^metadata\.entries: /);
   });
 
   it("a machine user's PAT created through the API authenticates; after removal it is 401", async () => {
     const id = await createUser(machine("robot"));
-    const created = await rest(`${USERS}/${id}/pats`, { method: "POST", json: {} });
+    const created = await rest("POST", `${USERS}/${id}/pats`, { json: {} });
     assert.equal(created.status, 201, created.text);
     const { token, pat_id: patId } = created.json;
     assert.ok(token.length >= 40);
     assert.equal(created.json.details.id, patId);
     // Authenticates (the robot may read itself once it has a role; here: any authenticated call).
-    let r = await rest("/settings/v3alpha/languages", { token });
+    let r = await rest("GET", "/settings/v3alpha/languages", { token });
     assert.equal(r.status, 200, r.text);
-    r = await rest(`${USERS}/${id}`, { token });
+    r = await rest("GET", `${USERS}/${id}`, { token });
     assert.equal(r.status, 404, "authenticated, but without user.read: the user is unknown to it");
-    const got = await rest(`${USERS}/${id}`);
+    const got = await rest("GET", `${USERS}/${id}`);
     assertNoSecrets(got.text, token);
     const patEvents = JSON.stringify(
       await platform.db.query("SELECT payload FROM events WHERE aggregate_id = $1", [id]),
     );
     assert.ok(!patEvents.includes(token), "only the token's hash is stored");
 
-    const removed = await rest(`${USERS}/${id}/pats/${patId}`, { method: "DELETE" });
+    const removed = await rest("DELETE", `${USERS}/${id}/pats/${patId}`);
     assert.equal(removed.status, 200, removed.text);
-    r = await rest("/settings/v3alpha/languages", { token });
+    r = await rest("GET", "/settings/v3alpha/languages", { token });
     assert.equal(r.status, 401);
-    assert.equal((await rest(`${USERS}/${id}/pats/${patId}`, { method: "DELETE" })).status, 404);
+    assert.equal((await rest("DELETE", `${USERS}/${id}/pats/${patId}`)).status, 404);
 
     // Expired and expiring tokens.
-    const past = await rest(`${USERS}/${id}/pats`, {
-      method: "POST",
+    const past = await rest("POST", `${USERS}/${id}/pats`, {
       json: { expiration_date: "2001-01-01T00:00:00Z" },
     });
     assert.equal(past.status, 400);
     assert.match(past.json.message, /^pat\.expiration_date: must be in the future$/);
-    const future = await rest(`${USERS}/${id}/pats`, {
-      method: "POST",
+    const future = await rest("POST", `${USERS}/${id}/pats`, {
       json: { expiration_date: new Date(Date.now() + 3_600_000).toISOString() },
     });
     assert.equal(future.status, 201);
-    assert.equal((await rest("/settings/v3alpha/languages", { token: future.json.token })).status, 200);
+    assert.equal(
+      (await rest("GET", "/settings/v3alpha/languages", { token: future.json.token })).status,
+      200,
+    );
 
     // Locked users cannot use their token.
-    await rest(`${USERS}/${id}/_lock`, { method: "POST" });
-    assert.equal((await rest("/settings/v3alpha/languages", { token: future.json.token })).status, 401);
+    await rest("POST", `${USERS}/${id}/_lock`);
+    assert.equal(
+      (await rest("GET", "/settings/v3alpha/languages", { token: future.json.token })).status,
+      401,
+    );
   });
 
   it("machine secret and keys; credentials only for machine users", async () => {
     const id = await createUser(machine("svc-account"));
-    const secret = await rest(`${USERS}/${id}/_generate_secret`, { method: "POST" });
+    const secret = await rest("POST", `${USERS}/${id}/_generate_secret`);
     assert.equal(secret.status, 200, secret.text);
     assert.equal(secret.json.client_id, "svc-account");
     const clientSecret = secret.json.client_secret as string;
     assert.ok(clientSecret.length >= 40);
-    const got = await rest(`${USERS}/${id}`);
+    const got = await rest("GET", `${USERS}/${id}`);
     assert.equal(got.json.user.machine.has_secret, true);
     assert.equal(got.json.user.machine.access_token_type, "ACCESS_TOKEN_TYPE_JWT");
     assertNoSecrets(got.text, clientSecret);
-    const searched = await rest(`${USERS}/_search`, { method: "POST", json: [{ ids: { ids: [id] } }] });
+    const searched = await rest("POST", `${USERS}/_search`, { json: [{ ids: { ids: [id] } }] });
     assertNoSecrets(searched.text, clientSecret);
-    const again = await rest(`${USERS}/${id}/_generate_secret`, { method: "POST" });
+    const again = await rest("POST", `${USERS}/${id}/_generate_secret`);
     assert.notEqual(again.json.client_secret, clientSecret);
     const secretEvents = JSON.stringify(
       await platform.db.query("SELECT payload FROM events WHERE aggregate_id = $1", [id]),
@@ -441,7 +413,7 @@ describe("users", () => {
     assert.ok(!secretEvents.includes(clientSecret) && !secretEvents.includes(again.json.client_secret));
 
     // Server-generated key pair: the private key comes back once, only the public key is stored.
-    const key = await rest(`${USERS}/${id}/keys`, { method: "POST", json: {} });
+    const key = await rest("POST", `${USERS}/${id}/keys`, { json: {} });
     assert.equal(key.status, 201, key.text);
     const file = JSON.parse(Buffer.from(key.json.key_content, "base64").toString("utf8"));
     assert.equal(file.type, "serviceaccount");
@@ -460,8 +432,7 @@ describe("users", () => {
 
     // Caller-provided public key: no key content.
     const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-    const own = await rest(`${USERS}/${id}/keys`, {
-      method: "POST",
+    const own = await rest("POST", `${USERS}/${id}/keys`, {
       json: {
         public_key: publicKey.export({ type: "spki", format: "pem" }),
         expiration_date: "2099-01-01T00:00:00Z",
@@ -469,12 +440,12 @@ describe("users", () => {
     });
     assert.equal(own.status, 201, own.text);
     assert.equal(own.json.key_content, "");
-    const bad = await rest(`${USERS}/${id}/keys`, { method: "POST", json: { public_key: "not a key" } });
+    const bad = await rest("POST", `${USERS}/${id}/keys`, { json: { public_key: "not a key" } });
     assert.equal(bad.status, 400);
     assert.match(bad.json.message, /^key\.public_key: /);
 
-    assert.equal((await rest(`${USERS}/${id}/keys/${own.json.key_id}`, { method: "DELETE" })).status, 200);
-    assert.equal((await rest(`${USERS}/${id}/keys/${own.json.key_id}`, { method: "DELETE" })).status, 404);
+    assert.equal((await rest("DELETE", `${USERS}/${id}/keys/${own.json.key_id}`)).status, 200);
+    assert.equal((await rest("DELETE", `${USERS}/${id}/keys/${own.json.key_id}`)).status, 404);
     const keys = await platform.db.query("SELECT id FROM user_keys WHERE user_id = $1", [id]);
     assert.equal(keys.length, 1);
 
@@ -486,8 +457,7 @@ describe("users", () => {
       ["POST", "keys"],
       ["POST", "pats"],
     ]) {
-      const r = await rest(`${USERS}/${humanId}/${path}`, {
-        method,
+      const r = await rest(method, `${USERS}/${humanId}/${path}`, {
         json: path === "_generate_secret" ? undefined : {},
       });
       assert.equal(r.status, 400, `${path}: ${r.text}`);
@@ -508,17 +478,13 @@ describe("users", () => {
     const inB = await createUser(human("bob-b"), `?ctx.org_id=${orgB}`);
     // ORG_OWNER of A cannot create in B nor in the default org.
     assert.equal(
-      (await rest(`${USERS}?ctx.org_id=${orgB}`, { method: "POST", json: machine("x-b"), token: ownerA }))
-        .status,
+      (await rest("POST", `${USERS}?ctx.org_id=${orgB}`, { json: machine("x-b"), token: ownerA })).status,
       403,
     );
-    assert.equal(
-      (await rest(USERS, { method: "POST", json: machine("x-default"), token: ownerA })).status,
-      403,
-    );
+    assert.equal((await rest("POST", USERS, { json: machine("x-default"), token: ownerA })).status, 403);
 
     const search = async (token: string, query = "", filters: unknown = []) => {
-      const r = await rest(`${USERS}/_search${query}`, { method: "POST", json: filters, token });
+      const r = await rest("POST", `${USERS}/_search${query}`, { json: filters, token });
       assert.equal(r.status, 200, r.text);
       return r.json;
     };
@@ -527,7 +493,7 @@ describe("users", () => {
     assert.ok(seenByA.result.every((u: Json) => u.details.resource_owner.id === orgA));
     assert.equal((await search(ownerA, `?ctx.org_id=${orgB}`)).result.length, 0);
     assert.equal((await search(ownerA, "", [{ ids: { ids: [inB] } }])).result.length, 0);
-    assert.equal((await rest(`${USERS}/${inA}`, { token: ownerA })).status, 200);
+    assert.equal((await rest("GET", `${USERS}/${inA}`, { token: ownerA })).status, 200);
 
     // A user of an organization the caller may not read is unknown to it (404, like an unknown ID;
     // contract.md §1), whatever the operation; nothing is stored.
@@ -544,7 +510,7 @@ describe("users", () => {
       ["POST", "/keys", {}],
       ["POST", "/_generate_secret", undefined],
     ] as const) {
-      const r = await rest(`${USERS}/${inB}${path}`, { method, json, token: ownerA });
+      const r = await rest(method, `${USERS}/${inB}${path}`, { json, token: ownerA });
       assert.equal(r.status, 404, `${method} ${path}: ${r.text}`);
       assert.deepEqual(r.json, { code: 5, message: "user not found", details: [] });
     }
@@ -554,16 +520,12 @@ describe("users", () => {
       username: "viewer-b",
       membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER_VIEWER"] },
     });
-    assert.equal((await rest(`${USERS}/${inB}`, { token: viewerB })).status, 200);
+    assert.equal((await rest("GET", `${USERS}/${inB}`, { token: viewerB })).status, 200);
     const beforeViewer = await eventCount(platform);
-    const denied = await rest(`${USERS}/${inB}`, {
-      method: "PATCH",
-      json: { username: "x" },
-      token: viewerB,
-    });
+    const denied = await rest("PATCH", `${USERS}/${inB}`, { json: { username: "x" }, token: viewerB });
     assert.equal(denied.status, 403, denied.text);
     assert.equal(denied.json.code, 7);
-    assert.equal((await rest(`${USERS}/${inB}/_lock`, { method: "POST", token: viewerB })).status, 403);
+    assert.equal((await rest("POST", `${USERS}/${inB}/_lock`, { token: viewerB })).status, 403);
     assert.equal(await eventCount(platform), beforeViewer);
 
     // The instance owner sees both; ctx.org_id narrows.
@@ -593,7 +555,7 @@ describe("users", () => {
     );
     // Created in one transaction: same creation time, so the ID (time-ordered) breaks the tie.
     const expected = [...ids].reverse();
-    let r = await rest(`${USERS}/_search?ctx.org_id=${pageOrg}`, { method: "POST" });
+    let r = await rest("POST", `${USERS}/_search?ctx.org_id=${pageOrg}`);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.result.length, 100);
     assert.equal(r.json.details.applied_limit, 100);
@@ -603,39 +565,34 @@ describe("users", () => {
       r.json.result.map((u: Json) => u.details.id),
       expected.slice(0, 100),
     );
-    r = await rest(`${USERS}/_search?ctx.org_id=${pageOrg}&query.offset=100&query.asc=false`, {
-      method: "POST",
-    });
+    r = await rest("POST", `${USERS}/_search?ctx.org_id=${pageOrg}&query.offset=100&query.asc=false`);
     assert.deepEqual(
       r.json.result.map((u: Json) => u.details.id),
       expected.slice(100),
     );
     assert.equal(r.json.details.end_of_list, true);
-    r = await rest(`${USERS}/_search?ctx.org_id=${pageOrg}&query.asc=true&query.limit=3`, { method: "POST" });
+    r = await rest("POST", `${USERS}/_search?ctx.org_id=${pageOrg}&query.asc=true&query.limit=3`);
     assert.deepEqual(
       r.json.result.map((u: Json) => u.details.id),
       ids.slice(0, 3),
     );
-    r = await rest(`${USERS}/_search?query.limit=1000`, { method: "POST" });
+    r = await rest("POST", `${USERS}/_search?query.limit=1000`);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.details.applied_limit, 1000);
     assert.ok(r.json.result.length > 120);
     // Users created one after another, newest first.
     const a = await createUser(machine("order-1"), `?ctx.org_id=${pageOrg}`);
     const b = await createUser(machine("order-2"), `?ctx.org_id=${pageOrg}`);
-    r = await rest(`${USERS}/_search?ctx.org_id=${pageOrg}&query.limit=2`, { method: "POST" });
+    r = await rest("POST", `${USERS}/_search?ctx.org_id=${pageOrg}&query.limit=2`);
     assert.deepEqual(
       r.json.result.map((u: Json) => u.details.id),
       [b, a],
     );
-    r = await rest(`${USERS}/_search?query.limit=1001`, { method: "POST" });
+    r = await rest("POST", `${USERS}/_search?query.limit=1001`);
     assert.equal(r.status, 400);
     assert.equal(r.json.code, 3);
     assert.match(r.json.message, /^query\.limit: /);
-    r = await rest(`${USERS}/_search`, {
-      method: "POST",
-      json: [{ username: { username: "x", method: 99 } }],
-    });
+    r = await rest("POST", `${USERS}/_search`, { json: [{ username: { username: "x", method: 99 } }] });
     assert.equal(r.status, 400);
     assert.match(r.json.message, /^filters\[0\]\.username\.method: /);
   });
@@ -680,70 +637,74 @@ describe("users: secrets never reach the logs", () => {
     try {
       const token = readFileSync(patPath, "utf8").trim();
       secrets.push(token);
-      const call = async (method: string, url: string, json?: unknown, bearer = token) => {
-        const response = await fetch(`${server.url}${url}`, {
-          method,
-          headers: {
-            authorization: `Bearer ${bearer}`,
-            ...(json === undefined ? {} : { "content-type": "application/json" }),
-          },
-          body: json === undefined ? undefined : JSON.stringify(json),
-        });
-        return { status: response.status, json: (await response.json()) as Json };
-      };
+      const call = restClient(server, () => token);
       const first = "First-Passw0rd!";
       const second = "Second-Passw0rd!";
       const wrong = "Wrong-Passw0rd!";
       secrets.push(first, second, wrong);
       const created = await call("POST", USERS, {
-        username: "logged",
-        human: {
-          profile: { given_name: "L", family_name: "G" },
-          email: { address: "logged@example.com" },
-          password: { password: first },
+        json: {
+          username: "logged",
+          human: {
+            profile: { given_name: "L", family_name: "G" },
+            email: { address: "logged@example.com" },
+            password: { password: first },
+          },
         },
       });
       assert.equal(created.status, 201, JSON.stringify(created.json));
       const id = created.json.details.id;
       const weak = await call("POST", USERS, {
-        username: "weak",
-        human: {
-          profile: { given_name: "W", family_name: "K" },
-          email: { address: "weak@example.com" },
-          password: { password: "weakpassword" },
+        json: {
+          username: "weak",
+          human: {
+            profile: { given_name: "W", family_name: "K" },
+            email: { address: "weak@example.com" },
+            password: { password: "weakpassword" },
+          },
         },
       });
       assert.equal(weak.status, 400);
       secrets.push("weakpassword");
       const setWrong = await call("POST", `${USERS}/${id}/_set_password`, {
-        password: second,
-        current_password: wrong,
+        json: {
+          password: second,
+          current_password: wrong,
+        },
       });
       assert.equal(setWrong.status, 400);
       const set = await call("POST", `${USERS}/${id}/_set_password`, {
-        password: second,
-        current_password: first,
+        json: {
+          password: second,
+          current_password: first,
+        },
       });
       assert.equal(set.status, 200, JSON.stringify(set.json));
       const wrongLogin = await call("POST", "/resources/v3alpha/sessions", {
-        checks: { user: { login_name: "logged" }, password: { password: wrong } },
+        json: {
+          checks: { user: { login_name: "logged" }, password: { password: wrong } },
+        },
       });
       assert.equal(wrongLogin.status, 400);
       const session = await call("POST", "/resources/v3alpha/sessions", {
-        checks: { user: { login_name: "logged" }, password: { password: second } },
+        json: {
+          checks: { user: { login_name: "logged" }, password: { password: second } },
+        },
       });
       assert.equal(session.status, 201, JSON.stringify(session.json));
       secrets.push(session.json.session_token);
 
-      const robot = await call("POST", USERS, { username: "logged-robot", machine: { name: "robot" } });
+      const robot = await call("POST", USERS, {
+        json: { username: "logged-robot", machine: { name: "robot" } },
+      });
       const robotId = robot.json.details.id;
       const secret = await call("POST", `${USERS}/${robotId}/_generate_secret`);
       secrets.push(secret.json.client_secret);
-      const pat = await call("POST", `${USERS}/${robotId}/pats`, {});
+      const pat = await call("POST", `${USERS}/${robotId}/pats`, { json: {} });
       secrets.push(pat.json.token);
-      assert.equal((await call("GET", "/settings/v3alpha/languages", undefined, pat.json.token)).status, 200);
+      assert.equal((await call("GET", "/settings/v3alpha/languages", { token: pat.json.token })).status, 200);
       await call("DELETE", `${USERS}/${robotId}/pats/${pat.json.pat_id}`);
-      assert.equal((await call("GET", "/settings/v3alpha/languages", undefined, pat.json.token)).status, 401);
+      assert.equal((await call("GET", "/settings/v3alpha/languages", { token: pat.json.token })).status, 401);
     } finally {
       await server.stop();
       await backend.cleanup();
