@@ -116,6 +116,7 @@ async function start(config: Config): Promise<number> {
   } else {
     lines.push(`  log in as "${config.firstInstance.adminUsername}" with the password set on first start`);
   }
+  lines.push(`  API reference: ${origin}/docs`);
   process.stdout.write(`${lines.join("\n")}\n`);
 
   await new Promise<void>((resolve) => {

@@ -54,6 +54,7 @@ describe("domains API", () => {
     // Never the network: HTTP challenges go to the local server, DNS lookups to the stub.
     platform.deps.domainVerifier = new NetworkDomainVerifier({
       httpOrigins: () => [`http://127.0.0.1:${port}`],
+      allowPrivateAddresses: true,
       resolveTxt: async (name) => {
         const records = txt.get(name);
         if (!records) throw Object.assign(new Error(`queryTxt ENOTFOUND ${name}`), { code: "ENOTFOUND" });
@@ -311,5 +312,57 @@ describe("domains API", () => {
     assert.equal((await rest("DELETE", `${DOMAINS}/${b.id}`, { token: viewerB })).status, 403);
     assert.equal((await rest("POST", `${DOMAINS}/${b.id}/_set_as_primary`, { token: viewerB })).status, 403);
     assert.equal(await eventCount(platform), beforeViewer);
+  });
+});
+
+describe("domain validation never probes the server's own network", () => {
+  it("classifies loopback, private, link-local and reserved addresses", async () => {
+    const { isPrivateAddress } = await import("./verifier.ts");
+    for (const address of [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "192.168.1.1",
+      "169.254.169.254",
+      "0.0.0.0",
+      "::1",
+      "fd00::1",
+      "fe80::1",
+      "::ffff:127.0.0.1",
+      "not-an-ip",
+    ]) {
+      assert.equal(isPrivateAddress(address), true, address);
+    }
+    for (const address of ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"]) {
+      assert.equal(isPrivateAddress(address), false, address);
+    }
+  });
+
+  it("refuses HTTP challenges on private addresses by default, without fetching", async () => {
+    let fetched = false;
+    const server = http.createServer((_req, res) => {
+      fetched = true;
+      res.end("token");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const literal = new NetworkDomainVerifier({ httpOrigins: () => [`http://127.0.0.1:${port}`] });
+      await assert.rejects(
+        literal.verify("http", "127.0.0.1", "token"),
+        /resolves to a private or reserved address/,
+      );
+      const named = new NetworkDomainVerifier({
+        httpOrigins: (domain) => [`http://${domain}:${port}`],
+        lookup: async () => ["10.0.0.5"],
+      });
+      await assert.rejects(
+        named.verify("http", "intranet.example", "token"),
+        /intranet\.example resolves to a private/,
+      );
+      assert.equal(fetched, false);
+    } finally {
+      server.close();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import { promises as dns } from "node:dns";
+import { BlockList, isIP } from "node:net";
 import { FailedPreconditionError } from "../../errors.ts";
 
 export type DomainValidationMethod = "http" | "dns";
@@ -24,6 +25,50 @@ export interface NetworkDomainVerifierOptions {
   resolveTxt?: (name: string) => Promise<string[][]>;
   /** Timeout of one HTTP request or DNS lookup (default 5 s). */
   timeoutMs?: number;
+  /**
+   * Fetch challenges from loopback, private and link-local addresses too (default false: a domain that
+   * resolves there is not fetched, so `_validate` cannot be used to probe the server's own network).
+   */
+  allowPrivateAddresses?: boolean;
+  /** Address lookup (default: node:dns). */
+  lookup?: (host: string) => Promise<string[]>;
+}
+
+/** Addresses a validation request must not reach unless allowPrivateAddresses is set. */
+const privateRanges = new BlockList();
+for (const [network, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.168.0.0", 16],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+] as const) {
+  privateRanges.addSubnet(network, prefix, "ipv4");
+}
+for (const [network, prefix] of [
+  ["::", 127],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["ff00::", 8],
+] as const) {
+  privateRanges.addSubnet(network, prefix, "ipv6");
+}
+
+/** True for loopback, private, link-local, multicast and reserved addresses (IPv4-mapped IPv6 included). */
+export function isPrivateAddress(address: string): boolean {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return privateRanges.check(mapped[1], "ipv4");
+  const family = isIP(address);
+  if (family === 0) return true;
+  return privateRanges.check(address, family === 4 ? "ipv4" : "ipv6");
+}
+
+async function defaultLookup(host: string): Promise<string[]> {
+  return (await dns.lookup(host, { all: true })).map((entry) => entry.address);
 }
 
 /** The real verifier: an HTTP(S) file or a DNS TXT record. */
@@ -41,8 +86,18 @@ export class NetworkDomainVerifier implements DomainVerifier {
     for (const origin of origins) {
       const url = `${origin}${CHALLENGE_PATH}${encodeURIComponent(token)}.txt`;
       try {
+        if (!this.options.allowPrivateAddresses) {
+          const host = new URL(origin).hostname.replace(/^\[|\]$/g, "");
+          const lookup = this.options.lookup ?? defaultLookup;
+          const addresses = isIP(host) ? [host] : await lookup(host);
+          if (addresses.length === 0 || addresses.some(isPrivateAddress)) {
+            problems.push(`${url} is not fetched: ${host} resolves to a private or reserved address`);
+            continue;
+          }
+        }
         const response = await fetch(url, {
-          redirect: "follow",
+          // A redirect could lead to an address the check above did not see.
+          redirect: "manual",
           signal: AbortSignal.timeout(this.options.timeoutMs ?? 5_000),
         });
         const text = (await response.text()).slice(0, 10_000).trim();
