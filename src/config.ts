@@ -27,6 +27,8 @@ export interface Config {
   maxPasswordAttempts: number;
   /** Shortest password the complexity policy accepts. */
   passwordMinLength: number;
+  /** Certificate chain and key (PEM) when Platform terminates TLS itself. */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 /** A bad configuration value: one clear line naming the variable. */
@@ -145,11 +147,28 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     throw new ConfigError("PLATFORM_FIRSTINSTANCE_ORG_NAME", "must be 1-200 characters");
   }
 
+  const tlsFiles = { cert: str("PLATFORM_TLS_CERT_FILE"), key: str("PLATFORM_TLS_KEY_FILE") };
+  if ((tlsFiles.cert === undefined) !== (tlsFiles.key === undefined)) {
+    const missing = tlsFiles.cert === undefined ? "PLATFORM_TLS_CERT_FILE" : "PLATFORM_TLS_KEY_FILE";
+    throw new ConfigError(missing, "must be set too (TLS needs a certificate and its key)");
+  }
+  const tls =
+    tlsFiles.cert !== undefined && tlsFiles.key !== undefined
+      ? {
+          cert: readPem("PLATFORM_TLS_CERT_FILE", tlsFiles.cert),
+          key: readPem("PLATFORM_TLS_KEY_FILE", tlsFiles.key),
+        }
+      : undefined;
+
   return {
     port,
     externalDomain,
     externalPort,
-    externalSecure: parseBool("PLATFORM_EXTERNAL_SECURE", str("PLATFORM_EXTERNAL_SECURE", "false")!),
+    // Serving TLS implies https external URLs unless set otherwise (e.g. a TLS-terminating proxy in front).
+    externalSecure: parseBool(
+      "PLATFORM_EXTERNAL_SECURE",
+      str("PLATFORM_EXTERNAL_SECURE", tls ? "true" : "false")!,
+    ),
     databaseUrl,
     dataDir: path.resolve(str("PLATFORM_DATA_DIR", "./.data")!),
     firstInstance: {
@@ -179,6 +198,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       1,
       128,
     ),
+    tls,
   };
 }
 
@@ -207,6 +227,20 @@ function readConfigFile(file: string): Source {
     out[key] = typeof value === "object" ? JSON.stringify(value) : String(value);
   }
   return out;
+}
+
+function readPem(name: string, file: string): Buffer {
+  let content: Buffer;
+  try {
+    content = readFileSync(file);
+  } catch (error) {
+    throw new ConfigError(
+      name,
+      `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
+  }
+  if (!content.includes("-----BEGIN ")) throw new ConfigError(name, `${file} is not a PEM file`);
+  return content;
 }
 
 function parseInteger(name: string, raw: string, min: number, max: number): number {

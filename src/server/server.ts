@@ -11,7 +11,7 @@ import { Code, PlatformError } from "../errors.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
-import { DualProtocolServer } from "./listener.ts";
+import { createListener, type DualProtocolServer } from "./listener.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -76,7 +76,8 @@ function sendBlocked(headers: Record<string, string | string[] | undefined>, rep
  * OIDC, login UI) register on the returned instance.
  */
 export function buildServer({ config, db, instances }: ServerDeps): FastifyInstance {
-  const serverFactory: FastifyServerFactory = (handler) => new DualProtocolServer(handler as never) as never;
+  const serverFactory: FastifyServerFactory = (handler) =>
+    createListener(handler as never, config.tls) as never;
   const app = Fastify({
     serverFactory,
     logger: {
