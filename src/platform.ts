@@ -4,9 +4,10 @@ import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
-import type { Config } from "./config.ts";
+import { type Config, resolveMasterKey } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
+import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
@@ -27,6 +28,8 @@ export interface Platform {
   /** What the RPC implementations use (also handy in tests). */
   deps: ServiceDeps;
   app: FastifyInstance;
+  /** The OpenID Connect provider (keys, clients, tokens; `issueAuthorizationCode` for the login flow). */
+  oidc: OidcProvider;
   bootstrapResult?: BootstrapResult;
   /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
   close(): Promise<void>;
@@ -34,8 +37,11 @@ export interface Platform {
 
 /** Opens the database, migrates, bootstraps on first start and builds the server (not yet listening). */
 export async function createPlatform(config: Config, options: { db?: Database } = {}): Promise<Platform> {
+  if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
   const db = options.db ?? (await openDatabase(config));
   try {
+    // Embedded: generated into the data directory on first start, now that this process holds its lock.
+    const masterKey = resolveMasterKey(config);
     await migrate(db);
     const eventStore = new EventStore(db, projections);
     const instances = new InstanceDirectory(db);
@@ -53,7 +59,18 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       authorizer: new Authorizer(db, eventStore),
       features: new FeatureGate(db, eventStore),
     };
+    const oidc = createOidcProvider({
+      config,
+      db,
+      eventStore,
+      instances,
+      features: deps.features,
+      masterKey,
+    });
+    await oidc.keys.checkMasterKey();
+    deps.authenticator.addVerifier(oidc.apiVerifier);
     const app = buildServer({ config, db, instances });
+    oidc.register(app);
     const services = apiServices(deps);
     registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
     registerDocs(app, { services: services.map((s) => s.service) });
@@ -70,7 +87,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, deps, app, bootstrapResult, close };
+    return { config, db, eventStore, instances, deps, app, oidc, bootstrapResult, close };
   } catch (error) {
     await db.close().catch(() => {});
     throw error;
