@@ -81,9 +81,9 @@ export class SigningKeys {
 
   /** The key that signs now (created when the instance has none yet). */
   async active(instanceId: string): Promise<SigningKey> {
-    const now = Date.now();
     const entry = this.load(instanceId);
     const loaded = await entry;
+    const now = Date.now();
     let key = pickActive(loaded.keys, now);
     const successorDue =
       key !== undefined &&
@@ -94,7 +94,7 @@ export class SigningKeys {
       // The cached view is stale, or the next key is due: read again (creating keys as needed). Concurrent
       // callers share one reload: only the first replaces the entry they all saw.
       const reloaded = await this.reload(instanceId, entry);
-      key = pickActive(reloaded.keys, now) ?? key;
+      key = pickActive(reloaded.keys, Date.now()) ?? key;
     }
     if (!key?.privateKey) throw new Error(`no signing key for instance ${instanceId}`);
     return key;
