@@ -152,7 +152,15 @@ export class SigningKeys {
     const rows = await this.db.query<KeyRow>(
       "SELECT instance_id, id, private_key FROM oidc_signing_keys ORDER BY created_at DESC LIMIT 1",
     );
-    for (const row of rows) unseal(this.masterKey, row.private_key, sealContext(row.instance_id, row.id));
+    for (const row of rows) {
+      try {
+        unseal(this.masterKey, row.private_key, sealContext(row.instance_id, row.id));
+      } catch {
+        throw new Error(
+          "PLATFORM_MASTERKEY: does not decrypt the stored OIDC signing keys; use the key they were created with",
+        );
+      }
+    }
   }
 
   private reload(instanceId: string, stale: Promise<InstanceKeys>): Promise<InstanceKeys> {
