@@ -3,7 +3,7 @@ import { after, before, describe, it } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createRemoteJWKSet, decodeProtectedHeader, importPKCS8, jwtVerify, SignJWT } from "jose";
-import { restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { type Json, restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
 import {
   basic,
   client,
@@ -261,7 +261,7 @@ describe("OIDC provider through openid-client", () => {
     });
     assert.equal(viaGet.status, 200);
     assert.equal(viaGet.headers.get("cache-control"), "no-store");
-    const got = await viaGet.json();
+    const got: Json = await viaGet.json();
     assert.equal(got.sub, bearer.userId);
     assert.equal(got.name, "svc-bearer service");
     const viaPost = await postForm(`${platform.url}/oidc/v1/userinfo`, { access_token: wide.access_token });
