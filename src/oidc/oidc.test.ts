@@ -86,7 +86,8 @@ describe("OIDC provider through openid-client", () => {
   });
 
   it("discovery follows the instance: token exchange while its flag is on, UI locales = restricted languages", async () => {
-    const doc = async () => (await fetch(`${platform.url}/.well-known/openid-configuration`)).json();
+    const doc = async (): Promise<Json> =>
+      (await fetch(`${platform.url}/.well-known/openid-configuration`)).json();
     const on = await rest("PATCH", "/settings/v3alpha/features", { json: { token_exchange: { set: true } } });
     assert.equal(on.status, 200, on.text);
     const languages = await rest("PATCH", "/settings/v3alpha/languages", {
