@@ -147,7 +147,7 @@ describe("OIDC errors", () => {
         body: JSON.stringify({ grant_type: "client_credentials" }),
       });
       assert.equal(json.status, 400);
-      assert.equal((await json.json()).error, "invalid_request");
+      assert.equal(((await json.json()) as { error: string }).error, "invalid_request");
     });
 
     it("invalid_scope: unknown, malformed, or an unknown project", async () => {
@@ -392,7 +392,7 @@ describe("OIDC errors", () => {
         const r = await fetch(userinfo, { headers: { authorization: `Bearer ${t}` } });
         assert.equal(r.status, 401);
         assert.match(r.headers.get("www-authenticate") ?? "", /^Bearer .*error="invalid_token"/);
-        assert.equal((await r.json()).error, "invalid_token");
+        assert.equal(((await r.json()) as { error: string }).error, "invalid_token");
       }
       const missing = await fetch(userinfo);
       assert.equal(missing.status, 401);

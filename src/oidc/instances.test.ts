@@ -71,7 +71,7 @@ describe("OIDC per instance", () => {
     assert.equal(two.serverMetadata().issuer, second);
     assert.equal(two.serverMetadata().token_endpoint, `${second}/oauth/v2/token`);
     const kids = async (issuer: string) =>
-      ((await (await fetch(`${issuer}/oauth/v2/keys`)).json()).keys as Array<{ kid: string }>).map(
+      ((await (await fetch(`${issuer}/oauth/v2/keys`)).json()) as { keys: Array<{ kid: string }> }).keys.map(
         (k) => k.kid,
       );
     const [k1, k2] = [await kids(first), await kids(second)];

@@ -20,7 +20,7 @@ describe("OIDC signing keys", () => {
   const jwks = async (): Promise<JSONWebKeySet> => {
     const r = await fetch(`${platform!.url}/oauth/v2/keys`);
     assert.equal(r.status, 200);
-    return r.json();
+    return (await r.json()) as JSONWebKeySet;
   };
   const jwtAccessToken = async () => {
     const r = await postForm(
