@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { SignJWT } from "jose";
+import { sha256 } from "../crypto/tokens.ts";
 import { newId } from "../id.ts";
 import type { Queryable } from "../storage/database.ts";
 import { loadMetadata, roleClaims, USERINFO_SCOPES, type UserRecord, userClaims } from "./claims.ts";
@@ -125,7 +126,8 @@ export async function prepareTokens(
     subject: issuance.subject,
     audience: issuance.audience.audience,
     scope: scope.values,
-    secretHash: null,
+    jwt: client.accessTokenType === "jwt",
+    secretHash: "",
     issuer: info.issuer,
     issuedAt: now,
     expiresAt: new Date((iat + accessLifetime) * 1000),
@@ -152,6 +154,7 @@ export async function prepareTokens(
       Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
     }
     accessToken = await sign(ctx, info, claims, "at+jwt");
+    record.secretHash = sha256(accessToken);
   } else {
     const handle = newHandle("at", tokenId);
     accessToken = handle.value;

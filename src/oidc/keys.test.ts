@@ -100,7 +100,8 @@ describe("OIDC signing keys", () => {
 
   it("automatic rotation: the next key is published before it signs, and processes sharing the database agree", async () => {
     const masterKey = resolveMasterKey(platform!.config);
-    const policy = { signForMs: 2000, publishAfterMs: 10_000, prepublishMs: 1000, cacheMs: 100 };
+    // Windows of a few seconds: generating an RSA key takes up to a second on a busy machine.
+    const policy = { signForMs: 6000, publishAfterMs: 20_000, prepublishMs: 3000, cacheMs: 100 };
     // Two key stores on one database stand for two processes.
     const a = new SigningKeys(platform!.db, masterKey, policy);
     const b = new SigningKeys(platform!.db, masterKey, policy);
@@ -118,8 +119,8 @@ describe("OIDC signing keys", () => {
       );
     assert.equal(await count(), 1, "created once");
 
-    // Within the last second of its window the successor is created and published, but not used yet.
-    await sleep(ka.activeUntil.getTime() - Date.now() - 700);
+    // Within the last seconds of its window the successor is created and published, but not used yet.
+    await sleep(ka.activeUntil.getTime() - Date.now() - 2500);
     const published = JSON.parse(await a.jwks(instance)).keys.map((k: { kid: string }) => k.kid);
     assert.equal(published.length, 2);
     assert.equal((await a.active(instance)).kid, ka.kid);

@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { createRemoteJWKSet, decodeProtectedHeader, importPKCS8, jwtVerify, SignJWT } from "jose";
+import {
+  createRemoteJWKSet,
+  decodeProtectedHeader,
+  generateKeyPair,
+  importPKCS8,
+  jwtVerify,
+  SignJWT,
+} from "jose";
 import { type Json, restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
 import {
   basic,
@@ -163,6 +170,17 @@ describe("OIDC provider through openid-client", () => {
     const introspected = await client.tokenIntrospection(config, tokens.access_token);
     assert.equal(introspected.active, true);
     assert.equal(introspected.jti, payload.jti);
+
+    // Only the very token issued is accepted: the same claims signed by another key are worthless.
+    const { privateKey } = await generateKeyPair("RS256");
+    const forged = await new SignJWT(payload)
+      .setProtectedHeader({ ...protectedHeader, alg: "RS256" })
+      .sign(privateKey);
+    assert.deepEqual(await client.tokenIntrospection(config, forged), { active: false });
+    const info = await fetch(`${platform.url}/oidc/v1/userinfo`, {
+      headers: { authorization: `Bearer ${forged}` },
+    });
+    assert.equal(info.status, 401);
   });
 
   it("jwt-bearer: an assertion signed with a generated machine key gives an ID token verified against the JWKS", async () => {

@@ -1,4 +1,4 @@
-import { isJwt, verifiedJti } from "../access-tokens.ts";
+import { isJwt, storedAccessToken } from "../access-tokens.ts";
 import { authenticateClient } from "../client-auth.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { type Params, required } from "../http.ts";
@@ -19,22 +19,12 @@ export async function revocationEndpoint(
   const { client } = await authenticateClient(ctx, info, authorization, params, "revocation", endpointUrl);
   const token = required(params, "token");
   const instanceId = info.instance.id;
-  if (isJwt(token)) {
-    const verified = await verifiedJti(ctx, instanceId, token);
-    if (!verified) return;
-    const stored = await ctx.tokens.findAccessToken(instanceId, verified.jti);
-    if (stored && stored.secretHash === null && stored.clientId === client.clientId) {
+  const handle = isJwt(token) ? undefined : parseHandle(token);
+  if (!handle || handle.kind === "at") {
+    const stored = await storedAccessToken(ctx, instanceId, token);
+    if (stored && stored.clientId === client.clientId)
       await ctx.tokens.revokeAccessToken(instanceId, stored.id);
-    }
-    return;
-  }
-  const handle = parseHandle(token);
-  if (handle?.kind === "at") {
-    const stored = await ctx.tokens.findAccessToken(instanceId, handle.id);
-    if (stored && secretMatches(handle, stored.secretHash) && stored.clientId === client.clientId) {
-      await ctx.tokens.revokeAccessToken(instanceId, stored.id);
-    }
-  } else if (handle?.kind === "rt") {
+  } else if (handle.kind === "rt") {
     const stored = await ctx.tokens.findRefreshToken(instanceId, handle.id);
     if (stored && secretMatches(handle, stored.secretHash) && stored.clientId === client.clientId) {
       await ctx.tokens.revokeFamily(instanceId, stored.familyId);

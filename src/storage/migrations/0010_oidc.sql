@@ -18,7 +18,8 @@ CREATE TABLE oidc_signing_keys (
   PRIMARY KEY (instance_id, id)
 );
 
--- Access tokens, opaque (secret_hash set) or JWT (secret_hash NULL, id = the JWT's jti).
+-- Access tokens, opaque or JWT (id = the JWT's jti). secret_hash is the SHA-256 of an opaque token's secret
+-- part, or of the whole JWT: a presented token is checked by one hash comparison, no signature check needed.
 CREATE TABLE oidc_access_tokens (
   instance_id text        NOT NULL,
   id          text        NOT NULL,
@@ -26,7 +27,8 @@ CREATE TABLE oidc_access_tokens (
   subject     text        NOT NULL, -- user ID
   audience    text[]      NOT NULL,
   scope       text[]      NOT NULL,
-  secret_hash text,                 -- SHA-256 (base64url) of an opaque token's secret part
+  jwt         boolean     NOT NULL,
+  secret_hash text        NOT NULL, -- SHA-256 (base64url) of the opaque token's secret part / of the JWT
   issuer      text        NOT NULL,
   issued_at   timestamptz NOT NULL,
   expires_at  timestamptz NOT NULL,
