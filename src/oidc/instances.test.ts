@@ -11,7 +11,7 @@ import {
   postForm,
 } from "../../test/oidc.ts";
 import { randomToken, sha256 } from "../crypto/tokens.ts";
-import { createInstance } from "../domain/instance/commands.ts";
+import { createInstance, removeInstance } from "../domain/instance/commands.ts";
 
 const AUD_PLATFORM = "urn:platform:iam:org:project:id:platform:aud";
 
@@ -23,6 +23,7 @@ describe("OIDC per instance", () => {
   let a: MachineClient; // "svc" in the first instance
   let b: MachineClient; // "svc" in the second instance: same client ID, another client
   let aJwt: MachineClient;
+  let secondId: string;
 
   const token = async (issuer: string, c: MachineClient, scope = `openid ${AUD_PLATFORM}`) => {
     const r = await postForm(
@@ -39,13 +40,13 @@ describe("OIDC per instance", () => {
     first = platform.url;
     second = `http://127.0.0.1:${new URL(platform.url).port}`;
     const pat = randomToken();
-    await createInstance(platform.eventStore, "test", {
+    ({ instanceId: secondId } = await createInstance(platform.eventStore, "test", {
       name: "second",
       domains: ["127.0.0.1"],
       orgName: "Second",
       admin: { username: "admin", passwordHash: "x", passwordChangeRequired: false },
       machine: { username: "owner2", patHash: sha256(pat) },
-    });
+    }));
     const owner = await ownerToken(platform);
     a = await machineClient(platform, owner, "svc");
     aJwt = await machineClient(platform, owner, "svc-jwt", { accessTokenType: "JWT" });
@@ -127,5 +128,24 @@ describe("OIDC per instance", () => {
       headers: { authorization: `Bearer ${await token(second, b)}` },
     });
     assert.equal(there.status, 200);
+  });
+
+  it("removing an instance deletes its keys, tokens and codes", async () => {
+    const t = await token(second, b);
+    await fetch(`${second}/oauth/v2/keys`);
+    const rows = async () => {
+      let n = 0;
+      for (const table of ["oidc_signing_keys", "oidc_access_tokens"]) {
+        n += (await platform.db.query(`SELECT 1 FROM ${table} WHERE instance_id = $1`, [secondId])).length;
+      }
+      return n;
+    };
+    assert.ok((await rows()) >= 2);
+    await removeInstance(platform.eventStore, { instanceId: secondId, creator: "test" });
+    assert.equal(await rows(), 0);
+    assert.equal(
+      (await fetch(`${second}/oidc/v1/userinfo`, { headers: { authorization: `Bearer ${t}` } })).status,
+      404,
+    );
   });
 });

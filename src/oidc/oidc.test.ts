@@ -306,6 +306,40 @@ describe("OIDC provider through openid-client", () => {
     }
   });
 
+  it("a locked or deactivated user's tokens stop working at once, and it cannot get new ones", async () => {
+    const locked = await machineClient(platform, owner, "svc-locked");
+    const config = await discover(
+      platform.url,
+      locked.clientId,
+      client.ClientSecretBasic(locked.clientSecret),
+    );
+    const tokens = await client.clientCredentialsGrant(config, { scope: "openid" });
+    for (const [action, undo] of [
+      ["_lock", "_unlock"],
+      ["_deactivate", "_reactivate"],
+    ]) {
+      assert.equal(
+        (await rest("POST", `/resources/v3alpha/users/${locked.userId}/${action}`, { json: {} })).status,
+        200,
+      );
+      const info = await fetch(`${platform.url}/oidc/v1/userinfo`, {
+        headers: { authorization: `Bearer ${tokens.access_token}` },
+      });
+      assert.equal(info.status, 401, action);
+      const refused = await postForm(
+        `${platform.url}/oauth/v2/token`,
+        { grant_type: "client_credentials" },
+        basic(locked.clientId, locked.clientSecret),
+      );
+      assert.equal(refused.json.error, "invalid_client", action);
+      assert.equal(
+        (await rest("POST", `/resources/v3alpha/users/${locked.userId}/${undo}`, { json: {} })).status,
+        200,
+      );
+    }
+    assert.equal((await client.fetchUserInfo(config, tokens.access_token, locked.userId)).sub, locked.userId);
+  });
+
   it("another client's token is not revoked (200, nothing changes)", async () => {
     const mine = await discover(platform.url, bearer.clientId, client.ClientSecretBasic(bearer.clientSecret));
     const theirs = await discover(platform.url, other.clientId, client.ClientSecretBasic(other.clientSecret));
