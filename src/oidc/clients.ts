@@ -95,10 +95,12 @@ const CLIENT_CHANGING = new Set<string>([
  */
 export class ClientRegistry {
   private readonly sources: ClientSource[] = [];
+  private readonly machines: ClientSource;
   private readonly cache = new Map<string, { client: OidcClient | undefined; until: number }>();
 
   constructor(db: Queryable, eventStore?: EventStore) {
-    this.sources.push(machineUserClientSource(db));
+    this.machines = machineUserClientSource(db);
+    this.sources.push(this.machines);
     eventStore?.onCommitted((events) => {
       for (const e of events) {
         if (e.aggregateType === USER && CLIENT_CHANGING.has(e.type)) this.invalidate(e.instanceId);
@@ -114,14 +116,29 @@ export class ClientRegistry {
   }
 
   async byClientId(instanceId: string, clientId: string): Promise<OidcClient | undefined> {
-    const key = `${instanceId}\u0000${clientId}`;
+    return this.cached(`${instanceId}\u0000${clientId}`, async () => {
+      for (const source of this.sources) {
+        const client = await source(instanceId, clientId);
+        if (client) return client;
+      }
+      return undefined;
+    });
+  }
+
+  /** The client of a machine user by its username, whatever other sources know under that client ID. */
+  machineUser(instanceId: string, username: string): Promise<OidcClient | undefined> {
+    return this.cached(`${instanceId}\u0000\u0000machine\u0000${username}`, () =>
+      this.machines(instanceId, username),
+    );
+  }
+
+  private async cached(
+    key: string,
+    find: () => Promise<OidcClient | undefined>,
+  ): Promise<OidcClient | undefined> {
     const cached = this.cache.get(key);
     if (cached && cached.until > Date.now()) return cached.client;
-    let client: OidcClient | undefined;
-    for (const source of this.sources) {
-      client = await source(instanceId, clientId);
-      if (client) break;
-    }
+    const client = await find();
     if (this.cache.size >= CLIENT_CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, { client, until: Date.now() + CLIENT_CACHE_MS });
     return client;

@@ -64,8 +64,3 @@ export function sendOAuthError(reply: FastifyReply, error: OAuthError, realm: st
   }
   return sendNoStore(reply, { error: error.error, error_description: error.description }, error.status);
 }
-
-/** Adds CORS headers: OIDC endpoints are called from single-page apps on other origins (no cookies). */
-export function allowCors(reply: FastifyReply): void {
-  reply.header("access-control-allow-origin", "*");
-}

@@ -17,7 +17,7 @@ import { revocationEndpoint } from "./endpoints/revocation.ts";
 import { tokenEndpoint } from "./endpoints/token.ts";
 import { bearerToken, userinfoEndpoint } from "./endpoints/userinfo.ts";
 import { InvalidRequest, OAuthError, ServerError } from "./errors.ts";
-import { allowCors, formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts";
+import { formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts";
 import { OidcPath } from "./issuer.ts";
 import { SigningKeys } from "./keys.ts";
 import { TokenStore } from "./token-store.ts";
@@ -104,6 +104,12 @@ async function routes(
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "string" }, (_request, body, done) => done(null, body));
 
+  // Browser clients on other origins (single-page apps) may call these endpoints and read their answers,
+  // errors included; no cookies are involved.
+  app.addHook("onRequest", async (_request, reply) => {
+    reply.header("access-control-allow-origin", "*");
+  });
+
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof OAuthError) return sendOAuthError(reply, error, "platform");
     const status = (error as { statusCode?: number }).statusCode;
@@ -131,7 +137,6 @@ async function routes(
       };
       discoveryCache.set(key, cached);
     }
-    allowCors(reply);
     return reply
       .header("cache-control", "public, max-age=300")
       .type("application/json; charset=utf-8")
@@ -140,7 +145,6 @@ async function routes(
 
   app.get(OidcPath.keys, async (request, reply) => {
     const jwks = await ctx.keys.jwks(request.scope.instanceId!);
-    allowCors(reply);
     // Shorter than the time a new key is published before it signs (keys.ts prepublishMs, 1 h).
     return reply
       .header("cache-control", "public, max-age=300")
@@ -150,7 +154,6 @@ async function routes(
 
   app.post(OidcPath.token, async (request, reply) => {
     const i = await info(request);
-    allowCors(reply);
     const response = await tokenEndpoint(
       ctx,
       i,
@@ -175,7 +178,6 @@ async function routes(
 
   const userinfo = async (request: FastifyRequest, reply: FastifyReply) => {
     const i = await info(request);
-    allowCors(reply);
     const hasBody = request.method === "POST" && typeof request.body === "string" && request.body.length > 0;
     const params = hasBody ? formParams(request) : parseParams("");
     return sendNoStore(
@@ -188,7 +190,6 @@ async function routes(
 
   app.post(OidcPath.revoke, async (request, reply) => {
     const i = await info(request);
-    allowCors(reply);
     await revocationEndpoint(
       ctx,
       i,
@@ -210,7 +211,6 @@ async function routes(
     app.options(path, async (_request, reply) =>
       reply
         .code(204)
-        .header("access-control-allow-origin", "*")
         .header("access-control-allow-methods", "GET, POST, OPTIONS")
         .header("access-control-allow-headers", "authorization, content-type")
         .header("access-control-max-age", "600")

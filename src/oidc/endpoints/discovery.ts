@@ -1,7 +1,7 @@
 import { OwnerType } from "../../domain/settings/events.ts";
 import { LANGUAGE, supportedLanguages } from "../../domain/settings/languages.ts";
 import { resolveSetting, settingsLayers } from "../../query/settings.ts";
-import { endpointAuthMethods } from "../client-auth.ts";
+import { ASSERTION_ALGS, endpointAuthMethods } from "../client-auth.ts";
 import { GrantType } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { OidcPath } from "../issuer.ts";
@@ -86,11 +86,11 @@ export async function discoveryDocument(
     subject_types_supported: ["public"],
     id_token_signing_alg_values_supported: [SIGNING_ALG],
     token_endpoint_auth_methods_supported: [...endpointAuthMethods.token],
-    token_endpoint_auth_signing_alg_values_supported: [SIGNING_ALG],
+    token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     revocation_endpoint_auth_methods_supported: [...endpointAuthMethods.revocation],
-    revocation_endpoint_auth_signing_alg_values_supported: [SIGNING_ALG],
+    revocation_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     introspection_endpoint_auth_methods_supported: [...endpointAuthMethods.introspection],
-    introspection_endpoint_auth_signing_alg_values_supported: [SIGNING_ALG],
+    introspection_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     claims_supported: CLAIMS_SUPPORTED,
     code_challenge_methods_supported: ["S256"],
     ui_locales_supported: locales,

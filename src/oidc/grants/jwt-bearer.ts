@@ -52,7 +52,7 @@ export const jwtBearerGrant: Grant = async (ctx, info, request) => {
   } catch (error) {
     throw new InvalidGrant(`assertion is invalid: ${(error as Error).message}`);
   }
-  const client = await ctx.clients.byClientId(info.instance.id, user.username);
+  const client = await ctx.clients.machineUser(info.instance.id, user.username);
   if (client?.kind !== "machine" || client.userId !== user.id) {
     throw new InvalidGrant("assertion: unknown user or key");
   }
