@@ -121,7 +121,7 @@ describe("OIDC signing keys", () => {
 
     // Within the last seconds of its window the successor is created and published, but not used yet.
     await sleep(ka.activeUntil.getTime() - Date.now() - 2500);
-    const published = JSON.parse(await a.jwks(instance)).keys.map((k: { kid: string }) => k.kid);
+    const published = JSON.parse((await a.jwks(instance)).toString()).keys.map((k: { kid: string }) => k.kid);
     assert.equal(published.length, 2);
     assert.equal((await a.active(instance)).kid, ka.kid);
     assert.equal((await b.active(instance)).kid, ka.kid);
@@ -132,7 +132,9 @@ describe("OIDC signing keys", () => {
     await sleep(ka.activeUntil.getTime() - Date.now() + 50);
     assert.equal((await a.active(instance)).kid, next);
     assert.equal((await b.active(instance)).kid, next);
-    assert.ok(JSON.parse(await b.jwks(instance)).keys.some((k: { kid: string }) => k.kid === ka.kid));
+    assert.ok(
+      JSON.parse((await b.jwks(instance)).toString()).keys.some((k: { kid: string }) => k.kid === ka.kid),
+    );
     await platform!.db.query("DELETE FROM oidc_signing_keys WHERE instance_id = $1", [instance]);
   });
 

@@ -54,7 +54,7 @@ interface KeyRow {
 interface InstanceKeys {
   keys: SigningKey[];
   /** The JWKS document, serialized once. */
-  jwks: string;
+  jwks: Buffer;
   loadedAt: number;
 }
 
@@ -70,6 +70,8 @@ const SELECT_KEYS =
  */
 export class SigningKeys {
   private readonly cache = new Map<string, Promise<InstanceKeys>>();
+  /** The settled entries of `cache` (the hot paths skip a promise hop). */
+  private readonly loaded = new Map<string, InstanceKeys>();
   /** When a verification missed a kid: reloads for unknown kids are rate-limited per instance. */
   private readonly lastMissReload = new Map<string, number>();
 
@@ -101,8 +103,13 @@ export class SigningKeys {
   }
 
   /** The JWKS document of the instance's published keys. */
-  async jwks(instanceId: string): Promise<string> {
-    return (await this.load(instanceId)).jwks;
+  async jwks(instanceId: string): Promise<Buffer> {
+    return this.cachedJwks(instanceId) ?? (await this.load(instanceId)).jwks;
+  }
+
+  /** The JWKS document when it is at hand in memory (no waiting). */
+  cachedJwks(instanceId: string): Buffer | undefined {
+    return this.loaded.get(instanceId)?.jwks;
   }
 
   /** A published key by kid, for verifying tokens this instance signed (undefined: unknown kid). */
@@ -135,7 +142,7 @@ export class SigningKeys {
       );
       return this.insertKey(tx, instanceId, now);
     });
-    this.cache.delete(instanceId);
+    this.forget(instanceId);
     const key = (await this.load(instanceId)).keys.find((k) => k.kid === kid);
     if (!key) throw new Error("the rotated key is missing");
     return key;
@@ -143,8 +150,11 @@ export class SigningKeys {
 
   /** Forgets cached keys (of one instance, or all). */
   invalidate(instanceId?: string): void {
-    if (instanceId === undefined) this.cache.clear();
-    else this.cache.delete(instanceId);
+    if (instanceId !== undefined) this.forget(instanceId);
+    else {
+      this.cache.clear();
+      this.loaded.clear();
+    }
   }
 
   /** Throws when a stored key does not open with the master key (a wrong PLATFORM_MASTERKEY). */
@@ -164,20 +174,28 @@ export class SigningKeys {
   }
 
   private reload(instanceId: string, stale: Promise<InstanceKeys>): Promise<InstanceKeys> {
-    if (this.cache.get(instanceId) === stale) this.cache.delete(instanceId);
+    if (this.cache.get(instanceId) === stale) this.forget(instanceId);
     return this.load(instanceId);
+  }
+
+  private forget(instanceId: string): void {
+    this.cache.delete(instanceId);
+    this.loaded.delete(instanceId);
   }
 
   private load(instanceId: string): Promise<InstanceKeys> {
     const cached = this.cache.get(instanceId);
     if (cached) return cached;
     const loading = this.read(instanceId).then((keys) => {
+      if (this.cache.get(instanceId) === loading) this.loaded.set(instanceId, keys);
       setTimeout(() => {
-        if (this.cache.get(instanceId) === loading) this.cache.delete(instanceId);
+        if (this.cache.get(instanceId) === loading) this.forget(instanceId);
       }, this.policy.cacheMs).unref();
       return keys;
     });
-    loading.catch(() => this.cache.delete(instanceId));
+    loading.catch(() => {
+      if (this.cache.get(instanceId) === loading) this.forget(instanceId);
+    });
     this.cache.set(instanceId, loading);
     return loading;
   }
@@ -206,7 +224,7 @@ export class SigningKeys {
         .sort((a, b) => new Date(b.active_from).getTime() - new Date(a.active_from).getTime())
         .map((row) => this.toKey(row, now)),
     );
-    const jwks = JSON.stringify({ keys: keys.map((k) => k.publicJwk) });
+    const jwks = Buffer.from(JSON.stringify({ keys: keys.map((k) => k.publicJwk) }));
     return { keys, jwks, loadedAt: now };
   }
 

@@ -69,7 +69,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     lifetimes: { ...defaultLifetimes },
   };
 
-  const discoveryCache = new Map<string, { body: string; until: number }>();
+  const discoveryCache = new Map<string, { body: Buffer; until: number }>();
   deps.eventStore.onCommitted((events) => {
     if (events.some((e) => e.aggregateType === SETTINGS || e.aggregateType === INSTANCE))
       discoveryCache.clear();
@@ -98,7 +98,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
 async function routes(
   app: FastifyInstance,
   ctx: OidcContext,
-  discoveryCache: Map<string, { body: string; until: number }>,
+  discoveryCache: Map<string, { body: Buffer; until: number }>,
 ): Promise<void> {
   // Bodies arrive raw: form parameters are parsed by formParams (which refuses repeats and other types).
   app.removeAllContentTypeParsers();
@@ -106,8 +106,9 @@ async function routes(
 
   // Browser clients on other origins (single-page apps) may call these endpoints and read their answers,
   // errors included; no cookies are involved.
-  app.addHook("onRequest", async (_request, reply) => {
+  app.addHook("onRequest", (_request, reply, done) => {
     reply.header("access-control-allow-origin", "*");
+    done();
   });
 
   app.setErrorHandler((error, request, reply) => {
@@ -132,7 +133,7 @@ async function routes(
     let cached = discoveryCache.get(key);
     if (!cached || cached.until <= Date.now()) {
       cached = {
-        body: JSON.stringify(await discoveryDocument(ctx, i)),
+        body: Buffer.from(JSON.stringify(await discoveryDocument(ctx, i))),
         until: Date.now() + DISCOVERY_CACHE_MS,
       };
       discoveryCache.set(key, cached);
@@ -144,7 +145,8 @@ async function routes(
   });
 
   app.get(OidcPath.keys, async (request, reply) => {
-    const jwks = await ctx.keys.jwks(request.scope.instanceId!);
+    const instanceId = request.scope.instanceId!;
+    const jwks = ctx.keys.cachedJwks(instanceId) ?? (await ctx.keys.jwks(instanceId));
     // Shorter than the time a new key is published before it signs (keys.ts prepublishMs, 1 h).
     return reply
       .header("cache-control", "public, max-age=300")
