@@ -287,6 +287,61 @@ describe("OIDC provider through openid-client", () => {
     assert.deepEqual(viaPost.json, got);
   });
 
+  it("metadata and resource-owner scopes; role claims from the user grant source", async () => {
+    const b64 = (v: string) => Buffer.from(v).toString("base64");
+    const set = await rest("PATCH", `/resources/v3alpha/users/${other.userId}/metadata`, {
+      json: { entries: { team: b64("identity") } },
+    });
+    assert.equal(set.status, 200, set.text);
+    const config = await discover(platform.url, other.clientId, client.ClientSecretBasic(other.clientSecret));
+    const scope =
+      "openid urn:platform:iam:user:metadata urn:platform:iam:user:resourceowner urn:platform:iam:org:projects:roles " +
+      AUD_PLATFORM;
+    // Role claims come from user grants (projects issue); a grant source stands in for them here.
+    const management = (await platform.instances.byId(platform.bootstrapResult!.instanceId))!.iamProjectId;
+    const orgId = platform.bootstrapResult!.orgId;
+    const original = platform.oidc.userGrants;
+    platform.oidc.userGrants = async (instanceId, userId, projectIds) =>
+      userId === other.userId && projectIds.includes(management)
+        ? [
+            {
+              projectId: management,
+              orgId,
+              orgPrimaryDomain: "platform.localhost",
+              roles: ["reader", "writer"],
+            },
+          ]
+        : [];
+    try {
+      const tokens = await client.clientCredentialsGrant(config, { scope });
+      const info = await client.fetchUserInfo(config, tokens.access_token, other.userId);
+      assert.deepEqual(info["urn:platform:iam:user:metadata"], { team: b64("identity") });
+      assert.equal(info["urn:platform:iam:user:resourceowner:id"], orgId);
+      assert.equal(info["urn:platform:iam:user:resourceowner:name"], "Platform");
+      const roles = { reader: { [orgId]: "platform.localhost" }, writer: { [orgId]: "platform.localhost" } };
+      assert.deepEqual(info["urn:platform:iam:org:project:roles"], roles);
+      assert.deepEqual(info[`urn:platform:iam:org:project:${management}:roles`], roles);
+      const introspected = await client.tokenIntrospection(config, tokens.access_token);
+      assert.deepEqual(introspected["urn:platform:iam:org:project:roles"], roles);
+      // A role scope limits the roles.
+      const limited = await client.clientCredentialsGrant(config, {
+        scope: `openid urn:platform:iam:org:project:role:reader ${AUD_PLATFORM}`,
+      });
+      const limitedInfo = await client.fetchUserInfo(config, limited.access_token, other.userId);
+      assert.deepEqual(limitedInfo["urn:platform:iam:org:project:roles"], { reader: roles.reader });
+      // Without a roles scope, no role claims.
+      const plain = await client.clientCredentialsGrant(config, { scope: `openid ${AUD_PLATFORM}` });
+      assert.equal(
+        (await client.fetchUserInfo(config, plain.access_token, other.userId))[
+          "urn:platform:iam:org:project:roles"
+        ],
+        undefined,
+      );
+    } finally {
+      platform.oidc.userGrants = original;
+    }
+  });
+
   it("revocation of an opaque and of a JWT access token: each stops working at once", async () => {
     for (const c of [bearer, jwtClient]) {
       const config = await discover(platform.url, c.clientId, client.ClientSecretBasic(c.clientSecret));
