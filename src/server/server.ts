@@ -25,8 +25,17 @@ export interface ServerDeps {
   instances: InstanceDirectory;
 }
 
-/** Paths served whatever the Host header says (probes of orchestrators use IPs or pod names). */
-const HOSTLESS_PATHS = new Set(["/healthz", "/ready"]);
+/**
+ * Paths served whatever the Host header says (probes of orchestrators use IPs or pod names) and whether or
+ * not the instance is blocked. gRPC server reflection (src/api/reflection.ts) describes the same public
+ * schema for every instance, so `grpcurl -plaintext 127.0.0.1:8080 list` works too.
+ */
+const HOSTLESS_PATHS = new Set([
+  "/healthz",
+  "/ready",
+  "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+  "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+]);
 
 /** The instances API (system users) stays reachable on a blocked instance's domains: it unblocks them. */
 const BLOCK_EXEMPT_PREFIXES = [
