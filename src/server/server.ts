@@ -12,6 +12,7 @@ import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
 import { createListener, type DualProtocolServer } from "./listener.ts";
+import { logStream } from "./log.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -91,6 +92,7 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
     serverFactory,
     logger: {
       level: config.logLevel,
+      stream: logStream(config.logFormat),
       redact: {
         paths: ["req.headers.authorization", "req.headers.cookie", "res.headers['set-cookie']"],
         censor: "[redacted]",
