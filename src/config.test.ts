@@ -22,9 +22,21 @@ describe("config", () => {
     });
     assert.deepEqual(config.systemApiUsers, {});
     assert.equal(config.logLevel, "info");
+    assert.equal(config.logFormat, "auto");
     assert.equal(config.maxSearchLimit, 1000);
     assert.equal(config.maxPasswordAttempts, 10);
     assert.equal(externalOrigin(config), "http://localhost:8080");
+  });
+
+  it("PLATFORM_LOG_FORMAT is json, pretty or auto (any case)", () => {
+    for (const format of ["json", "pretty", "auto"] as const) {
+      assert.equal(loadConfig({ PLATFORM_LOG_FORMAT: format }).logFormat, format);
+      assert.equal(loadConfig({ PLATFORM_LOG_FORMAT: format.toUpperCase() }).logFormat, format);
+    }
+    assert.throws(
+      () => loadConfig({ PLATFORM_LOG_FORMAT: "xml" }),
+      /^ConfigError: PLATFORM_LOG_FORMAT: must be one of auto, json, pretty$/,
+    );
   });
 
   it("builds external URLs without the scheme's default port", () => {
@@ -50,6 +62,7 @@ describe("config", () => {
       [{ DATABASE_URL: "mysql://localhost/x" }, "DATABASE_URL"],
       [{ DATABASE_URL: "not a url" }, "DATABASE_URL"],
       [{ PLATFORM_LOG_LEVEL: "loud" }, "PLATFORM_LOG_LEVEL"],
+      [{ PLATFORM_LOG_FORMAT: "xml" }, "PLATFORM_LOG_FORMAT"],
       [{ PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: "short" }, "PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD"],
       [{ PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME: "a b" }, "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME"],
       [{ PLATFORM_SYSTEM_API_USERS: "{" }, "PLATFORM_SYSTEM_API_USERS"],

@@ -20,6 +20,8 @@ export interface Config {
   /** System API users: id → PEM public key. */
   systemApiUsers: Record<string, string>;
   logLevel: string;
+  /** Log line format: JSON lines, human-readable lines, or pretty on a terminal and JSON otherwise. */
+  logFormat: LogFormat;
   trustProxy: boolean;
   /** Largest `limit` a search accepts (ListQuery). */
   maxSearchLimit: number;
@@ -30,6 +32,9 @@ export interface Config {
   /** Certificate chain and key (PEM) when Platform terminates TLS itself. */
   tls?: { cert: Buffer; key: Buffer };
 }
+
+export const logFormats = ["auto", "json", "pretty"] as const;
+export type LogFormat = (typeof logFormats)[number];
 
 /** A bad configuration value: one clear line naming the variable. */
 export class ConfigError extends Error {
@@ -77,6 +82,12 @@ export const variables: VariableSpec[] = [
   },
   { name: "PLATFORM_SYSTEM_API_USERS", description: 'JSON {"<id>": "<PEM public key>"}: system API users' },
   { name: "PLATFORM_LOG_LEVEL", default: "info", description: "pino log level" },
+  {
+    name: "PLATFORM_LOG_FORMAT",
+    default: "auto",
+    description:
+      "json, pretty, or auto: human-readable lines when stdout is a terminal, JSON lines otherwise",
+  },
   { name: "PLATFORM_TRUST_PROXY", default: "false", description: "honour X-Forwarded-Host / -Proto" },
   { name: "PLATFORM_MAX_SEARCH_LIMIT", default: "1000", description: "largest search `limit` accepted" },
   {
@@ -131,6 +142,11 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     throw new ConfigError("PLATFORM_LOG_LEVEL", `must be one of ${logLevels.join(", ")}`);
   }
 
+  const logFormat = str("PLATFORM_LOG_FORMAT", "auto")!.toLowerCase() as LogFormat;
+  if (!logFormats.includes(logFormat)) {
+    throw new ConfigError("PLATFORM_LOG_FORMAT", `must be one of ${logFormats.join(", ")}`);
+  }
+
   const adminUsername = str("PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME", "admin")!;
   if (!/^[A-Za-z0-9._@-]{1,200}$/.test(adminUsername)) {
     throw new ConfigError(
@@ -179,6 +195,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     },
     systemApiUsers: parseSystemUsers(str("PLATFORM_SYSTEM_API_USERS")),
     logLevel,
+    logFormat,
     trustProxy: parseBool("PLATFORM_TRUST_PROXY", str("PLATFORM_TRUST_PROXY", "false")!),
     maxSearchLimit: parseInteger(
       "PLATFORM_MAX_SEARCH_LIMIT",

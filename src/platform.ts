@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { registerDocs } from "./api/openapi/plugin.ts";
+import { registerReflection } from "./api/reflection.ts";
 import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
@@ -57,6 +58,10 @@ export async function createPlatform(config: Config, options: { db?: Database } 
     const services = apiServices(deps);
     registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
     registerDocs(app, { services: services.map((s) => s.service) });
+    registerReflection(
+      app,
+      services.map((s) => s.service),
+    );
     await app.ready();
 
     let closing: Promise<void> | undefined;

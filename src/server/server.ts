@@ -12,6 +12,7 @@ import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
 import { createListener, type DualProtocolServer } from "./listener.ts";
+import { logStream } from "./log.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -25,8 +26,17 @@ export interface ServerDeps {
   instances: InstanceDirectory;
 }
 
-/** Paths served whatever the Host header says (probes of orchestrators use IPs or pod names). */
-const HOSTLESS_PATHS = new Set(["/healthz", "/ready"]);
+/**
+ * Paths served whatever the Host header says (probes of orchestrators use IPs or pod names) and whether or
+ * not the instance is blocked. gRPC server reflection (src/api/reflection.ts) describes the same public
+ * schema for every instance, so `grpcurl -plaintext 127.0.0.1:8080 list` works too.
+ */
+const HOSTLESS_PATHS = new Set([
+  "/healthz",
+  "/ready",
+  "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+  "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+]);
 
 /** The instances API (system users) stays reachable on a blocked instance's domains: it unblocks them. */
 const BLOCK_EXEMPT_PREFIXES = [
@@ -82,6 +92,7 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
     serverFactory,
     logger: {
       level: config.logLevel,
+      stream: logStream(config.logFormat),
       redact: {
         paths: ["req.headers.authorization", "req.headers.cookie", "res.headers['set-cookie']"],
         censor: "[redacted]",
