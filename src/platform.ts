@@ -55,7 +55,10 @@ export async function createPlatform(config: Config, options: { db?: Database } 
     };
     const app = buildServer({ config, db, instances });
     const services = apiServices(deps);
-    registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
+    registerApi(app, services, {
+      interceptors: [authenticationInterceptor(deps)],
+      readMaxBytes: config.maxRequestBodyBytes,
+    });
     registerDocs(app, { services: services.map((s) => s.service) });
     await app.ready();
 
