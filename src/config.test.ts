@@ -25,6 +25,7 @@ describe("config", () => {
     assert.equal(config.logFormat, "auto");
     assert.equal(config.maxSearchLimit, 1000);
     assert.equal(config.maxPasswordAttempts, 10);
+    assert.equal(config.maxRequestBodyBytes, 1024 * 1024);
     assert.equal(externalOrigin(config), "http://localhost:8080");
   });
 
@@ -69,6 +70,9 @@ describe("config", () => {
       [{ PLATFORM_SYSTEM_API_USERS: '{"ops": "not a key"}' }, "PLATFORM_SYSTEM_API_USERS"],
       [{ PLATFORM_MAX_SEARCH_LIMIT: "0" }, "PLATFORM_MAX_SEARCH_LIMIT"],
       [{ PLATFORM_MAX_PASSWORD_ATTEMPTS: "ten" }, "PLATFORM_MAX_PASSWORD_ATTEMPTS"],
+      [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "1MiB" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
+      [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
+      [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "2147483648" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
     ];
     for (const [env, variable] of cases) {
       assert.throws(
@@ -81,6 +85,17 @@ describe("config", () => {
         JSON.stringify(env),
       );
     }
+  });
+
+  it("takes the request body limit in bytes", () => {
+    assert.equal(loadConfig({ PLATFORM_MAX_REQUEST_BODY_BYTES: "65536" }).maxRequestBodyBytes, 65536);
+    const file = path.join(tempDir(), "platform.yaml");
+    writeFileSync(file, "PLATFORM_MAX_REQUEST_BODY_BYTES: 2048\n");
+    assert.equal(loadConfig({}, file).maxRequestBodyBytes, 2048);
+    assert.throws(
+      () => loadConfig({ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }),
+      /^ConfigError: PLATFORM_MAX_REQUEST_BODY_BYTES: 100 is outside 1024\.\.1073741824$/,
+    );
   });
 
   it("reads a YAML file with the same keys, the environment winning", () => {

@@ -31,6 +31,8 @@ export interface Config {
   passwordMinLength: number;
   /** Certificate chain and key (PEM) when Platform terminates TLS itself. */
   tls?: { cert: Buffer; key: Buffer };
+  /** Largest request body (REST) or request message (gRPC, gRPC-web, Connect) accepted, in bytes. */
+  maxRequestBodyBytes: number;
 }
 
 export const logFormats = ["auto", "json", "pretty"] as const;
@@ -95,7 +97,17 @@ export const variables: VariableSpec[] = [
     default: "10",
     description: "failed password checks before lockout; 0 = off",
   },
+  {
+    name: "PLATFORM_MAX_REQUEST_BODY_BYTES",
+    default: "1048576",
+    description: "largest request body / message accepted (bytes); larger answers 413",
+  },
 ];
+
+/** 1 MiB: far above any API request; bigger bodies are refused before they are parsed. */
+const DEFAULT_MAX_REQUEST_BODY_BYTES = 1024 * 1024;
+/** 1 GiB: a sanity cap (connect allows at most 4 GiB per message). */
+const MAX_REQUEST_BODY_BYTES_LIMIT = 1024 * 1024 * 1024;
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
@@ -216,6 +228,12 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       128,
     ),
     tls,
+    maxRequestBodyBytes: parseInteger(
+      "PLATFORM_MAX_REQUEST_BODY_BYTES",
+      str("PLATFORM_MAX_REQUEST_BODY_BYTES", String(DEFAULT_MAX_REQUEST_BODY_BYTES))!,
+      1024,
+      MAX_REQUEST_BODY_BYTES_LIMIT,
+    ),
   };
 }
 

@@ -56,7 +56,10 @@ export async function createPlatform(config: Config, options: { db?: Database } 
     };
     const app = buildServer({ config, db, instances });
     const services = apiServices(deps);
-    registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
+    registerApi(app, services, {
+      interceptors: [authenticationInterceptor(deps)],
+      readMaxBytes: config.maxRequestBodyBytes,
+    });
     registerDocs(app, { services: services.map((s) => s.service) });
     registerReflection(
       app,

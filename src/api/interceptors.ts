@@ -8,7 +8,7 @@ import type { DescMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { loggerKey } from "./context.ts";
 import { toConnectError } from "./status.ts";
-import { validate } from "./validate.ts";
+import { rejectNul, validate } from "./validate.ts";
 
 /** Maps whatever the rest of the chain throws to a ConnectError (see status.ts), logging unexpected errors. */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
@@ -35,18 +35,26 @@ async function* mapStreamErrors<T>(
   }
 }
 
-/** Validates every request message against its declared rules (validate.ts) before the implementation. */
+/**
+ * Validates every request message before the implementation (validate.ts): no string may contain NUL
+ * (U+0000), then the declared rules.
+ */
 export const validationInterceptor: Interceptor = (next) => async (req) => {
   if (!req.stream) {
-    validate(req.method.input, req.message);
+    validateRequest(req.method.input, req.message as never);
     return next(req);
   }
   return next({ ...req, message: validateStream(req.method.input, req.message) });
 };
 
+function validateRequest(schema: DescMessage, message: never): void {
+  rejectNul(schema, message);
+  validate(schema, message);
+}
+
 async function* validateStream<T>(schema: DescMessage, it: AsyncIterable<T>): AsyncIterable<T> {
   for await (const m of it) {
-    validate(schema, m as never);
+    validateRequest(schema, m as never);
     yield m;
   }
 }

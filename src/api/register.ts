@@ -22,12 +22,16 @@ import { createRegistry, type DescFile, type DescService, type Registry } from "
 import type { ContextValues, Interceptor, ServiceImpl } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { answerOversizedConnectRequestsWith413 } from "./body-limit.ts";
 import { createCallContextValues } from "./context.ts";
 import { apiInterceptors } from "./interceptors.ts";
 import { type RestRoute, registerRest } from "./rest/transcoder.ts";
 
 export { httpStatusKey, loggerKey, setHttpStatus } from "./context.ts";
 export { scopeKey } from "./scope.ts";
+
+/** connect's own default for readMaxBytes (0xffffffff bytes; its docs say "4 GiB"). */
+const CONNECT_DEFAULT_READ_MAX_BYTES = 0xffffffff;
 
 export interface ApiService {
   service: DescService;
@@ -51,7 +55,10 @@ export interface RegisterApiOptions {
   interceptors?: Interceptor[];
   /** Adds the server's own context values to every call (after scopeKey and loggerKey are set). */
   contextValues?: (req: FastifyRequest, values: ContextValues) => void;
-  /** Maximum size of a connect-protocol request message in bytes (default: connect's, 4 MiB). */
+  /**
+   * Maximum size of a connect-protocol request message in bytes (default: connect's maximum, 4 GiB). Larger
+   * messages answer RESOURCE_EXHAUSTED (gRPC, gRPC-web) or HTTP 413 (Connect), see body-limit.ts.
+   */
   readMaxBytes?: number;
   /** Serve REST routes (default true). */
   rest?: boolean;
@@ -76,10 +83,12 @@ export function registerApi(
   const registry = registryOf(services.map((s) => s.service));
   const interceptors = apiInterceptors(options.interceptors);
   const contextValues = (req: FastifyRequest) => createCallContextValues(req, options.contextValues);
+  const readMaxBytes = options.readMaxBytes ?? CONNECT_DEFAULT_READ_MAX_BYTES;
 
   app.register(fastifyConnectPlugin, {
     routes(router) {
       for (const s of services) router.service(s.service, s.impl);
+      answerOversizedConnectRequestsWith413(router.handlers, readMaxBytes);
     },
     interceptors,
     contextValues,
@@ -88,7 +97,7 @@ export function registerApi(
     connect: true,
     // proto3 JSON as contract.md §1: unknown fields are errors, output uses the proto (snake_case) names
     jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, alwaysEmitImplicit: true, registry },
-    readMaxBytes: options.readMaxBytes,
+    readMaxBytes,
   });
 
   const restRoutes =
