@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { idempotencyInterceptor } from "./api/idempotency.ts";
 import { registerDocs } from "./api/openapi/plugin.ts";
 import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
@@ -11,10 +12,11 @@ import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
 import { buildServer } from "./server/server.ts";
-import { authenticationInterceptor } from "./services/call.ts";
+import { authenticationInterceptor, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
 import { apiServices } from "./services/index.ts";
 import type { Database } from "./storage/database.ts";
+import { IdempotencyStore } from "./storage/idempotency.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
 
@@ -55,7 +57,10 @@ export async function createPlatform(config: Config, options: { db?: Database } 
     };
     const app = buildServer({ config, db, instances });
     const services = apiServices(deps);
-    registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
+    registerApi(app, services, {
+      interceptors: [authenticationInterceptor(deps)],
+      innerInterceptors: [idempotencyInterceptor({ store: new IdempotencyStore(db), callerScope })],
+    });
     registerDocs(app, { services: services.map((s) => s.service) });
     await app.ready();
 

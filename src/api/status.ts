@@ -45,7 +45,10 @@ export function toRpcStatus(
 ): { httpStatus: number; body: RpcStatus } {
   const ce = toConnectError(err, log, what);
   const code = ce.code as number;
-  return { httpStatus: httpStatusFor(code), body: { code, message: ce.rawMessage, details: [] } };
+  // A PlatformError may answer another REST status than its code's (errors.ts), also once wrapped.
+  const platformError = [err, ce.cause].find((e) => e instanceof PlatformError);
+  const httpStatus = platformError?.httpStatus ?? httpStatusFor(code);
+  return { httpStatus, body: { code, message: ce.rawMessage, details: [] } };
 }
 
 /** An rpcStatus for a code and message (for transport-level failures such as unknown REST paths). */
