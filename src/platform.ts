@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { idempotencyInterceptor } from "./api/idempotency.ts";
 import { registerDocs } from "./api/openapi/plugin.ts";
 import { registerReflection } from "./api/reflection.ts";
 import { registerApi } from "./api/register.ts";
@@ -12,10 +13,11 @@ import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
 import { buildServer } from "./server/server.ts";
-import { authenticationInterceptor } from "./services/call.ts";
+import { authenticationInterceptor, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
 import { apiServices } from "./services/index.ts";
 import type { Database } from "./storage/database.ts";
+import { IdempotencyStore } from "./storage/idempotency.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
 
@@ -59,6 +61,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
     registerApi(app, services, {
       interceptors: [authenticationInterceptor(deps)],
       readMaxBytes: config.maxRequestBodyBytes,
+      innerInterceptors: [idempotencyInterceptor({ store: new IdempotencyStore(db), callerScope })],
     });
     registerDocs(app, { services: services.map((s) => s.service) });
     registerReflection(

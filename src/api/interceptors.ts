@@ -2,7 +2,8 @@
  * The interceptor chain every RPC runs through, for every protocol (the connect router for gRPC, gRPC-web
  * and Connect; the REST transcoder builds the same chain around the implementation):
  *
- *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → implementation
+ *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → ...inner interceptors
+ *   (e.g. idempotency keys) → implementation
  */
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
@@ -59,9 +60,12 @@ async function* validateStream<T>(schema: DescMessage, it: AsyncIterable<T>): As
   }
 }
 
-/** The full chain for a list of extra interceptors (outermost first). */
-export function apiInterceptors(extra: Interceptor[] = []): Interceptor[] {
-  return [errorInterceptor, ...extra, validationInterceptor];
+/**
+ * The full chain for a list of extra interceptors (outermost first) and `inner` ones that run after
+ * validation, right around the implementation (e.g. idempotency keys, which need a valid request).
+ */
+export function apiInterceptors(extra: Interceptor[] = [], inner: Interceptor[] = []): Interceptor[] {
+  return [errorInterceptor, ...extra, validationInterceptor, ...inner];
 }
 
 /** Wraps `next` with interceptors, the first being the outermost (same order as connect's router). */

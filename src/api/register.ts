@@ -19,11 +19,11 @@
  * and may choose the REST success status with `setHttpStatus(ctx, 201)`.
  */
 import { createRegistry, type DescFile, type DescService, type Registry } from "@bufbuild/protobuf";
-import type { ContextValues, Interceptor, ServiceImpl } from "@connectrpc/connect";
+import type { ContextValues, HandlerContext, Interceptor, ServiceImpl } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { answerOversizedConnectRequestsWith413 } from "./body-limit.ts";
-import { createCallContextValues } from "./context.ts";
+import { cannedResponseKey, createCallContextValues } from "./context.ts";
 import { apiInterceptors } from "./interceptors.ts";
 import { type RestRoute, registerRest } from "./rest/transcoder.ts";
 
@@ -53,6 +53,8 @@ export interface RegisterApiOptions {
    * mapping (so they may throw PlatformErrors) and before validation, for every protocol including REST.
    */
   interceptors?: Interceptor[];
+  /** Interceptors that run after validation, right around the implementation (e.g. idempotency keys). */
+  innerInterceptors?: Interceptor[];
   /** Adds the server's own context values to every call (after scopeKey and loggerKey are set). */
   contextValues?: (req: FastifyRequest, values: ContextValues) => void;
   /**
@@ -80,8 +82,9 @@ export function registerApi(
   services: ApiService[],
   options: RegisterApiOptions = {},
 ): RegisteredApi {
+  services = services.map(answeringCanned);
   const registry = registryOf(services.map((s) => s.service));
-  const interceptors = apiInterceptors(options.interceptors);
+  const interceptors = apiInterceptors(options.interceptors, options.innerInterceptors);
   const contextValues = (req: FastifyRequest) => createCallContextValues(req, options.contextValues);
   const readMaxBytes = options.readMaxBytes ?? CONNECT_DEFAULT_READ_MAX_BYTES;
 
@@ -109,6 +112,18 @@ export function registerApi(
           { interceptors, contextValues, registry },
         );
   return { restRoutes, registry };
+}
+
+/** The service with every unary method answering `cannedResponseKey` when an interceptor set it (context.ts). */
+function answeringCanned(s: ApiService): ApiService {
+  const impl: Record<string, unknown> = { ...s.impl };
+  for (const method of s.service.methods) {
+    const fn = s.impl[method.localName] as ((req: unknown, ctx: HandlerContext) => unknown) | undefined;
+    if (method.methodKind !== "unary" || typeof fn !== "function") continue;
+    impl[method.localName] = (req: unknown, ctx: HandlerContext) =>
+      ctx.values.get(cannedResponseKey) ?? fn.call(s.impl, req, ctx);
+  }
+  return { service: s.service, impl: impl as ApiService["impl"] };
 }
 
 /** A registry of every file the services use (directly or through imports). */

@@ -69,7 +69,10 @@ export function toConnectError(
 /** The rpcStatus body and HTTP status of any thrown value. */
 export function toRpcStatus(err: unknown, log: ErrorLogger | undefined, what?: string): RpcStatusReply {
   const ce = toConnectError(err, log, what);
-  return rpcStatus(ce.code as number as Code, ce.rawMessage);
+  const status = rpcStatus(ce.code as number as Code, ce.rawMessage);
+  // A PlatformError may answer another REST status than its code's (errors.ts), also once wrapped.
+  const platformError = [err, ce.cause].find((e) => e instanceof PlatformError);
+  return platformError ? { ...status, httpStatus: platformError.httpStatus } : status;
 }
 
 /** An rpcStatus for a code and message (for transport-level failures such as unknown REST paths). */

@@ -342,6 +342,8 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
           message,
         });
       } catch (e) {
+        // headers an error carries (e.g. Idempotent-Replayed), as the connect protocols send them
+        if (e instanceof ConnectError) e.metadata.forEach((v, k) => void reply.header(k, v));
         sendStatus(reply, toRpcStatus(e, request.log, what));
         return;
       }
