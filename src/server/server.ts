@@ -77,7 +77,12 @@ function sendBlocked(headers: Record<string, string | string[] | undefined>, rep
  */
 export function buildServer({ config, db, instances }: ServerDeps): FastifyInstance {
   const serverFactory: FastifyServerFactory = (handler) =>
-    createListener(handler as never, config.tls) as never;
+    createListener(handler as never, {
+      tls: config.tls,
+      limits: config.connections,
+      // Called later, once `app` exists.
+      warn: (message) => app.log.warn(message),
+    }) as never;
   const app = Fastify({
     serverFactory,
     logger: {
