@@ -3,7 +3,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { tempDir } from "../test/helpers.ts";
-import { ConfigError, externalOrigin, loadConfig } from "./config.ts";
+import { ConfigError, defaultMaxConnections, externalOrigin, loadConfig } from "./config.ts";
 
 describe("config", () => {
   it("has the defaults of contract.md §2", () => {
@@ -73,6 +73,11 @@ describe("config", () => {
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "1MiB" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "2147483648" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
+      [{ PLATFORM_HTTP_HEADERS_TIMEOUT_MS: "10s" }, "PLATFORM_HTTP_HEADERS_TIMEOUT_MS"],
+      [{ PLATFORM_HTTP_HEADERS_TIMEOUT_MS: "0" }, "PLATFORM_HTTP_HEADERS_TIMEOUT_MS"],
+      [{ PLATFORM_HTTP_REQUEST_TIMEOUT_MS: "5000" }, "PLATFORM_HTTP_REQUEST_TIMEOUT_MS"],
+      [{ PLATFORM_HTTP_IDLE_TIMEOUT_MS: "-1" }, "PLATFORM_HTTP_IDLE_TIMEOUT_MS"],
+      [{ PLATFORM_MAX_CONNECTIONS: "0" }, "PLATFORM_MAX_CONNECTIONS"],
     ];
     for (const [env, variable] of cases) {
       assert.throws(
@@ -95,6 +100,39 @@ describe("config", () => {
     assert.throws(
       () => loadConfig({ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }),
       /^ConfigError: PLATFORM_MAX_REQUEST_BODY_BYTES: 100 is outside 1024\.\.1073741824$/,
+    );
+  });
+
+  it("bounds connections by default, the maximum from the open-file limit", () => {
+    const config = loadConfig({});
+    assert.deepEqual(config.connections, {
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      idleTimeoutMs: 65_000,
+      maxConnections: defaultMaxConnections(),
+    });
+    const limits = (soft: string) => {
+      const file = path.join(tempDir(), "limits");
+      writeFileSync(
+        file,
+        "Limit                     Soft Limit           Hard Limit           Units     \n" +
+          "Max open files            " +
+          soft.padEnd(21) +
+          "1048576              files     \n",
+      );
+      return file;
+    };
+    assert.equal(defaultMaxConnections(limits("20000")), 18_000, "a tenth kept");
+    assert.equal(defaultMaxConnections(limits("1024")), 768, "at least 256 kept");
+    assert.equal(defaultMaxConnections(limits("256")), 192, "a quarter of a small limit kept");
+    assert.equal(defaultMaxConnections("/nonexistent"), 768, "1024 assumed without /proc");
+    assert.equal(
+      loadConfig({
+        PLATFORM_HTTP_HEADERS_TIMEOUT_MS: "300",
+        PLATFORM_HTTP_REQUEST_TIMEOUT_MS: "300",
+        PLATFORM_MAX_CONNECTIONS: "5",
+      }).connections.maxConnections,
+      5,
     );
   });
 

@@ -33,6 +33,13 @@ export interface Config {
   tls?: { cert: Buffer; key: Buffer };
   /** Largest request body (REST) or request message (gRPC, gRPC-web, Connect) accepted, in bytes. */
   maxRequestBodyBytes: number;
+  /** Bounds on client connections (src/server/listener.ts). */
+  connections: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    idleTimeoutMs: number;
+    maxConnections: number;
+  };
 }
 
 export const logFormats = ["auto", "json", "pretty"] as const;
@@ -101,6 +108,26 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_MAX_REQUEST_BODY_BYTES",
     default: "1048576",
     description: "largest request body / message accepted (bytes); larger answers 413",
+  },
+  {
+    name: "PLATFORM_HTTP_HEADERS_TIMEOUT_MS",
+    default: "10000",
+    description: "time for a connection's first bytes (TLS handshake) and for a request's headers",
+  },
+  {
+    name: "PLATFORM_HTTP_REQUEST_TIMEOUT_MS",
+    default: "30000",
+    description: "time from a request's first byte until its body is received",
+  },
+  {
+    name: "PLATFORM_HTTP_IDLE_TIMEOUT_MS",
+    default: "65000",
+    description: "keep-alive idle, HTTP/2 connection without requests, nothing moving on a connection",
+  },
+  {
+    name: "PLATFORM_MAX_CONNECTIONS",
+    default: "from the open-file limit",
+    description: "open client connections; more are refused (503 on cleartext HTTP/1.1)",
   },
 ];
 
@@ -188,6 +215,41 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
         }
       : undefined;
 
+  const headersTimeoutMs = parseInteger(
+    "PLATFORM_HTTP_HEADERS_TIMEOUT_MS",
+    str("PLATFORM_HTTP_HEADERS_TIMEOUT_MS", "10000")!,
+    50,
+    600_000,
+  );
+  const requestTimeoutMs = parseInteger(
+    "PLATFORM_HTTP_REQUEST_TIMEOUT_MS",
+    str("PLATFORM_HTTP_REQUEST_TIMEOUT_MS", "30000")!,
+    50,
+    3_600_000,
+  );
+  if (requestTimeoutMs < headersTimeoutMs) {
+    throw new ConfigError(
+      "PLATFORM_HTTP_REQUEST_TIMEOUT_MS",
+      `${requestTimeoutMs} is shorter than PLATFORM_HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs}); the request includes its headers`,
+    );
+  }
+  const connections = {
+    headersTimeoutMs,
+    requestTimeoutMs,
+    idleTimeoutMs: parseInteger(
+      "PLATFORM_HTTP_IDLE_TIMEOUT_MS",
+      str("PLATFORM_HTTP_IDLE_TIMEOUT_MS", "65000")!,
+      50,
+      3_600_000,
+    ),
+    maxConnections: parseInteger(
+      "PLATFORM_MAX_CONNECTIONS",
+      str("PLATFORM_MAX_CONNECTIONS", String(defaultMaxConnections()))!,
+      1,
+      10_000_000,
+    ),
+  };
+
   return {
     port,
     externalDomain,
@@ -234,7 +296,29 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       1024,
       MAX_REQUEST_BODY_BYTES_LIMIT,
     ),
+    connections,
   };
+}
+
+/**
+ * Connections allowed by default: the process's soft open-file limit (Linux: /proc/self/limits, else
+ * 1024) less what is kept for database connections, PGlite's files and logs (a tenth, at least 256 or a
+ * quarter of small limits), so the database never fails with EMFILE because clients hold every descriptor.
+ */
+export function defaultMaxConnections(limitsFile = "/proc/self/limits"): number {
+  let openFiles = 1024;
+  try {
+    const line = readFileSync(limitsFile, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = line?.slice("Max open files".length).trim().split(/\s+/)[0];
+    if (soft === "unlimited") openFiles = 1_048_576;
+    else if (soft && /^\d+$/.test(soft)) openFiles = Number(soft);
+  } catch {
+    // Not Linux: assume the common default.
+  }
+  const kept = Math.max(Math.ceil(openFiles / 10), Math.min(256, Math.ceil(openFiles / 4)));
+  return Math.max(1, openFiles - kept);
 }
 
 /** The address clients use: scheme, host and the port unless it is the scheme's default. */

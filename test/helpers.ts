@@ -297,3 +297,34 @@ export async function assertRejected(
 export function jsonOrRaw(body: unknown): Pick<RestOptions, "json" | "body"> {
   return typeof body === "string" ? { body } : { json: body };
 }
+
+/** The promise's value, or a failure if it takes longer than `ms`: a test of a missing bound fails, never hangs. */
+export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const giveUp = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, giveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A client socket that records what it receives and when the server closes it (tests of connection bounds). */
+export function watchSocket(socket: import("node:net").Socket) {
+  const openedAt = performance.now();
+  let received = "";
+  socket.setEncoding("utf8");
+  socket.on("data", (d: string) => (received += d));
+  socket.on("error", () => {});
+  const closed = new Promise<number>((resolve) =>
+    socket.once("close", () => resolve(performance.now() - openedAt)),
+  );
+  return {
+    socket,
+    received: () => received,
+    /** Milliseconds from connect until closed; fails if still open after `giveUpMs`. */
+    closedWithin: (giveUpMs: number): Promise<number> => within(closed, giveUpMs, "still open"),
+  };
+}

@@ -117,7 +117,12 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
  */
 export function buildServer({ config, db, instances }: ServerDeps): FastifyInstance {
   const serverFactory: FastifyServerFactory = (handler) =>
-    createListener(handler as never, config.tls) as never;
+    createListener(handler as never, {
+      tls: config.tls,
+      limits: config.connections,
+      // Called later, once `app` exists.
+      warn: (message) => app.log.warn(message),
+    }) as never;
   const app = Fastify({
     serverFactory,
     logger: {
