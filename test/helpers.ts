@@ -94,7 +94,8 @@ export async function addMachineUser(
     username: string;
     instanceId?: string;
     orgId?: string;
-    membership?: { contextType: "instance" | "org"; contextId?: string; roles: string[] };
+    /** A project membership needs `contextId` (the project's ID). */
+    membership?: { contextType: "instance" | "org" | "project"; contextId?: string; roles: string[] };
   },
 ): Promise<{ userId: string; token: string }> {
   const { addMachineEvent, addPatEvent } = await import("../src/domain/user/commands.ts");
@@ -115,10 +116,20 @@ export async function addMachineUser(
     addPatEvent(userId, orgId, { pat_id: newId(), token_hash: sha256(token) }),
   ];
   if (options.membership) {
-    const type = options.membership.contextType === "instance" ? ContextType.instance : ContextType.org;
+    const type = ContextType[options.membership.contextType];
     const contextId = options.membership.contextId ?? (type === ContextType.instance ? instanceId : orgId);
+    // a project membership belongs to the project's organization
+    const owner =
+      type === ContextType.project
+        ? (
+            await platform.db.query<{ org_id: string }>(
+              "SELECT org_id FROM projects WHERE instance_id = $1 AND id = $2",
+              [instanceId, contextId],
+            )
+          )[0].org_id
+        : contextId;
     events.push(
-      addMembershipEvent(newId(), type === ContextType.instance ? instanceId : contextId, {
+      addMembershipEvent(newId(), owner, {
         context_type: type,
         context_id: contextId,
         user_id: userId,
