@@ -1,11 +1,34 @@
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { tempDir } from "../test/helpers.ts";
-import { ConfigError, defaultMaxConnections, externalOrigin, loadConfig } from "./config.ts";
+import { ConfigError, defaultMaxConnections, externalOrigin, loadConfig, variables } from "./config.ts";
 
 describe("config", () => {
+  it("lists every variable it reads (for --config files and --help), each in README's table", () => {
+    const source = readFileSync(new URL("./config.ts", import.meta.url), "utf8");
+    const read = new Set([...source.matchAll(/str\("([A-Z_]+)"/g)].map((m) => m[1]));
+    const listed = new Set(variables.map((v) => v.name));
+    assert.deepEqual(
+      [...read].filter((name) => !listed.has(name)),
+      [],
+      "read but not in `variables`",
+    );
+    assert.deepEqual(
+      [...listed].filter((name) => !read.has(name)),
+      [],
+      "in `variables` but never read",
+    );
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    const documented = new Set([...readme.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]));
+    assert.deepEqual(
+      [...listed].filter((name) => !documented.has(name)),
+      [],
+      "missing in README.md",
+    );
+  });
+
   it("has the defaults of contract.md §2", () => {
     const config = loadConfig({});
     assert.equal(config.port, 8080);

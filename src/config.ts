@@ -105,6 +105,13 @@ export const variables: VariableSpec[] = [
     description: "failed password checks before lockout; 0 = off",
   },
   {
+    name: "PLATFORM_PASSWORD_MIN_LENGTH",
+    default: "8",
+    description: "shortest password the complexity policy accepts",
+  },
+  { name: "PLATFORM_TLS_CERT_FILE", description: "PEM certificate chain: serve HTTPS on PLATFORM_PORT" },
+  { name: "PLATFORM_TLS_KEY_FILE", description: "PEM private key of that certificate (both or neither)" },
+  {
     name: "PLATFORM_MAX_REQUEST_BODY_BYTES",
     default: "1048576",
     description: "largest request body / message accepted (bytes); larger answers 413",
