@@ -125,6 +125,16 @@ describe("request hardening", () => {
       );
     });
 
+    it("REST: a malformed percent-encoding in the path is a 400 rpcStatus too", async () => {
+      await assertRejected(
+        platform,
+        () => rest("GET", `${USERS}/%ED%A0%80`),
+        400,
+        3,
+        "malformed URL: invalid percent-encoding",
+      );
+    });
+
     it("REST: in list elements, oneof members, map keys and map values", async () => {
       await assertRejected(
         platform,

@@ -140,6 +140,12 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
         }),
       },
     },
+    // Errors of the router itself (a malformed percent-encoding in the path, ...) answer rpcStatus too.
+    frameworkErrors: (error, request, reply) => {
+      const message =
+        error.code === "FST_ERR_BAD_URL" ? "malformed URL: invalid percent-encoding" : error.message;
+      (reply as FastifyReply).code(400).send({ code: Code.INVALID_ARGUMENT, message, details: [] });
+    },
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     return503OnClosing: true,
