@@ -141,7 +141,7 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
       },
     },
     // Errors of the router itself (a malformed percent-encoding in the path, ...) answer rpcStatus too.
-    frameworkErrors: (error, request, reply) => {
+    frameworkErrors: (error, _request, reply) => {
       const message =
         error.code === "FST_ERR_BAD_URL" ? "malformed URL: invalid percent-encoding" : error.message;
       (reply as FastifyReply).code(400).send({ code: Code.INVALID_ARGUMENT, message, details: [] });
