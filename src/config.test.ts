@@ -1,11 +1,34 @@
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { tempDir } from "../test/helpers.ts";
-import { ConfigError, externalOrigin, loadConfig } from "./config.ts";
+import { ConfigError, defaultMaxConnections, externalOrigin, loadConfig, variables } from "./config.ts";
 
 describe("config", () => {
+  it("lists every variable it reads (for --config files and --help), each in README's table", () => {
+    const source = readFileSync(new URL("./config.ts", import.meta.url), "utf8");
+    const read = new Set([...source.matchAll(/str\("([A-Z_]+)"/g)].map((m) => m[1]));
+    const listed = new Set(variables.map((v) => v.name));
+    assert.deepEqual(
+      [...read].filter((name) => !listed.has(name)),
+      [],
+      "read but not in `variables`",
+    );
+    assert.deepEqual(
+      [...listed].filter((name) => !read.has(name)),
+      [],
+      "in `variables` but never read",
+    );
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    const documented = new Set([...readme.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]));
+    assert.deepEqual(
+      [...listed].filter((name) => !documented.has(name)),
+      [],
+      "missing in README.md",
+    );
+  });
+
   it("has the defaults of contract.md §2", () => {
     const config = loadConfig({});
     assert.equal(config.port, 8080);
@@ -22,9 +45,22 @@ describe("config", () => {
     });
     assert.deepEqual(config.systemApiUsers, {});
     assert.equal(config.logLevel, "info");
+    assert.equal(config.logFormat, "auto");
     assert.equal(config.maxSearchLimit, 1000);
     assert.equal(config.maxPasswordAttempts, 10);
+    assert.equal(config.maxRequestBodyBytes, 1024 * 1024);
     assert.equal(externalOrigin(config), "http://localhost:8080");
+  });
+
+  it("PLATFORM_LOG_FORMAT is json, pretty or auto (any case)", () => {
+    for (const format of ["json", "pretty", "auto"] as const) {
+      assert.equal(loadConfig({ PLATFORM_LOG_FORMAT: format }).logFormat, format);
+      assert.equal(loadConfig({ PLATFORM_LOG_FORMAT: format.toUpperCase() }).logFormat, format);
+    }
+    assert.throws(
+      () => loadConfig({ PLATFORM_LOG_FORMAT: "xml" }),
+      /^ConfigError: PLATFORM_LOG_FORMAT: must be one of auto, json, pretty$/,
+    );
   });
 
   it("builds external URLs without the scheme's default port", () => {
@@ -50,6 +86,7 @@ describe("config", () => {
       [{ DATABASE_URL: "mysql://localhost/x" }, "DATABASE_URL"],
       [{ DATABASE_URL: "not a url" }, "DATABASE_URL"],
       [{ PLATFORM_LOG_LEVEL: "loud" }, "PLATFORM_LOG_LEVEL"],
+      [{ PLATFORM_LOG_FORMAT: "xml" }, "PLATFORM_LOG_FORMAT"],
       [{ PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: "short" }, "PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD"],
       [{ PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME: "a b" }, "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME"],
       [{ PLATFORM_SYSTEM_API_USERS: "{" }, "PLATFORM_SYSTEM_API_USERS"],
@@ -58,6 +95,14 @@ describe("config", () => {
       [{ PLATFORM_MAX_PASSWORD_ATTEMPTS: "ten" }, "PLATFORM_MAX_PASSWORD_ATTEMPTS"],
       [{ PLATFORM_MASTERKEY: "too short" }, "PLATFORM_MASTERKEY"],
       [{ PLATFORM_MASTERKEY: "a".repeat(63) }, "PLATFORM_MASTERKEY"],
+      [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "1MiB" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
+      [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
+      [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "2147483648" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
+      [{ PLATFORM_HTTP_HEADERS_TIMEOUT_MS: "10s" }, "PLATFORM_HTTP_HEADERS_TIMEOUT_MS"],
+      [{ PLATFORM_HTTP_HEADERS_TIMEOUT_MS: "0" }, "PLATFORM_HTTP_HEADERS_TIMEOUT_MS"],
+      [{ PLATFORM_HTTP_REQUEST_TIMEOUT_MS: "5000" }, "PLATFORM_HTTP_REQUEST_TIMEOUT_MS"],
+      [{ PLATFORM_HTTP_IDLE_TIMEOUT_MS: "-1" }, "PLATFORM_HTTP_IDLE_TIMEOUT_MS"],
+      [{ PLATFORM_MAX_CONNECTIONS: "0" }, "PLATFORM_MAX_CONNECTIONS"],
     ];
     for (const [env, variable] of cases) {
       assert.throws(
@@ -80,6 +125,50 @@ describe("config", () => {
     const zitadelStyle = "MasterkeyNeedsToHave32Characters";
     assert.deepEqual(loadConfig({ PLATFORM_MASTERKEY: zitadelStyle }).masterKey, Buffer.from(zitadelStyle));
     assert.equal(loadConfig({}).masterKey, undefined);
+  });
+
+  it("takes the request body limit in bytes", () => {
+    assert.equal(loadConfig({ PLATFORM_MAX_REQUEST_BODY_BYTES: "65536" }).maxRequestBodyBytes, 65536);
+    const file = path.join(tempDir(), "platform.yaml");
+    writeFileSync(file, "PLATFORM_MAX_REQUEST_BODY_BYTES: 2048\n");
+    assert.equal(loadConfig({}, file).maxRequestBodyBytes, 2048);
+    assert.throws(
+      () => loadConfig({ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }),
+      /^ConfigError: PLATFORM_MAX_REQUEST_BODY_BYTES: 100 is outside 1024\.\.1073741824$/,
+    );
+  });
+
+  it("bounds connections by default, the maximum from the open-file limit", () => {
+    const config = loadConfig({});
+    assert.deepEqual(config.connections, {
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      idleTimeoutMs: 65_000,
+      maxConnections: defaultMaxConnections(),
+    });
+    const limits = (soft: string) => {
+      const file = path.join(tempDir(), "limits");
+      writeFileSync(
+        file,
+        "Limit                     Soft Limit           Hard Limit           Units     \n" +
+          "Max open files            " +
+          soft.padEnd(21) +
+          "1048576              files     \n",
+      );
+      return file;
+    };
+    assert.equal(defaultMaxConnections(limits("20000")), 18_000, "a tenth kept");
+    assert.equal(defaultMaxConnections(limits("1024")), 768, "at least 256 kept");
+    assert.equal(defaultMaxConnections(limits("256")), 192, "a quarter of a small limit kept");
+    assert.equal(defaultMaxConnections("/nonexistent"), 768, "1024 assumed without /proc");
+    assert.equal(
+      loadConfig({
+        PLATFORM_HTTP_HEADERS_TIMEOUT_MS: "300",
+        PLATFORM_HTTP_REQUEST_TIMEOUT_MS: "300",
+        PLATFORM_MAX_CONNECTIONS: "5",
+      }).connections.maxConnections,
+      5,
+    );
   });
 
   it("reads a YAML file with the same keys, the environment winning", () => {

@@ -21,6 +21,8 @@ export interface Config {
   /** System API users: id → PEM public key. */
   systemApiUsers: Record<string, string>;
   logLevel: string;
+  /** Log line format: JSON lines, human-readable lines, or pretty on a terminal and JSON otherwise. */
+  logFormat: LogFormat;
   trustProxy: boolean;
   /** Largest `limit` a search accepts (ListQuery). */
   maxSearchLimit: number;
@@ -32,7 +34,19 @@ export interface Config {
   tls?: { cert: Buffer; key: Buffer };
   /** PLATFORM_MASTERKEY (32 bytes): encrypts the OIDC signing keys at rest. See `resolveMasterKey`. */
   masterKey?: Buffer;
+  /** Largest request body (REST) or request message (gRPC, gRPC-web, Connect) accepted, in bytes. */
+  maxRequestBodyBytes: number;
+  /** Bounds on client connections (src/server/listener.ts). */
+  connections: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    idleTimeoutMs: number;
+    maxConnections: number;
+  };
 }
+
+export const logFormats = ["auto", "json", "pretty"] as const;
+export type LogFormat = (typeof logFormats)[number];
 
 /** A bad configuration value: one clear line naming the variable. */
 export class ConfigError extends Error {
@@ -86,6 +100,12 @@ export const variables: VariableSpec[] = [
       "32-byte key encrypting the OIDC signing keys: 64 hex chars, base64, or 32 characters; required with DATABASE_URL",
   },
   { name: "PLATFORM_LOG_LEVEL", default: "info", description: "pino log level" },
+  {
+    name: "PLATFORM_LOG_FORMAT",
+    default: "auto",
+    description:
+      "json, pretty, or auto: human-readable lines when stdout is a terminal, JSON lines otherwise",
+  },
   { name: "PLATFORM_TRUST_PROXY", default: "false", description: "honour X-Forwarded-Host / -Proto" },
   { name: "PLATFORM_MAX_SEARCH_LIMIT", default: "1000", description: "largest search `limit` accepted" },
   {
@@ -93,7 +113,44 @@ export const variables: VariableSpec[] = [
     default: "10",
     description: "failed password checks before lockout; 0 = off",
   },
+  {
+    name: "PLATFORM_PASSWORD_MIN_LENGTH",
+    default: "8",
+    description: "shortest password the complexity policy accepts",
+  },
+  { name: "PLATFORM_TLS_CERT_FILE", description: "PEM certificate chain: serve HTTPS on PLATFORM_PORT" },
+  { name: "PLATFORM_TLS_KEY_FILE", description: "PEM private key of that certificate (both or neither)" },
+  {
+    name: "PLATFORM_MAX_REQUEST_BODY_BYTES",
+    default: "1048576",
+    description: "largest request body / message accepted (bytes); larger answers 413",
+  },
+  {
+    name: "PLATFORM_HTTP_HEADERS_TIMEOUT_MS",
+    default: "10000",
+    description: "time for a connection's first bytes (TLS handshake) and for a request's headers",
+  },
+  {
+    name: "PLATFORM_HTTP_REQUEST_TIMEOUT_MS",
+    default: "30000",
+    description: "time from a request's first byte until its body is received",
+  },
+  {
+    name: "PLATFORM_HTTP_IDLE_TIMEOUT_MS",
+    default: "65000",
+    description: "keep-alive idle, HTTP/2 connection without requests, nothing moving on a connection",
+  },
+  {
+    name: "PLATFORM_MAX_CONNECTIONS",
+    default: "from the open-file limit",
+    description: "open client connections; more are refused (503 on cleartext HTTP/1.1)",
+  },
 ];
+
+/** 1 MiB: far above any API request; bigger bodies are refused before they are parsed. */
+const DEFAULT_MAX_REQUEST_BODY_BYTES = 1024 * 1024;
+/** 1 GiB: a sanity cap (connect allows at most 4 GiB per message). */
+const MAX_REQUEST_BODY_BYTES_LIMIT = 1024 * 1024 * 1024;
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
@@ -140,6 +197,11 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     throw new ConfigError("PLATFORM_LOG_LEVEL", `must be one of ${logLevels.join(", ")}`);
   }
 
+  const logFormat = str("PLATFORM_LOG_FORMAT", "auto")!.toLowerCase() as LogFormat;
+  if (!logFormats.includes(logFormat)) {
+    throw new ConfigError("PLATFORM_LOG_FORMAT", `must be one of ${logFormats.join(", ")}`);
+  }
+
   const adminUsername = str("PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME", "admin")!;
   if (!/^[A-Za-z0-9._@-]{1,200}$/.test(adminUsername)) {
     throw new ConfigError(
@@ -177,6 +239,40 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       "must be 32 bytes: 64 hex characters, base64 of 32 bytes, or exactly 32 characters",
     );
   }
+  const headersTimeoutMs = parseInteger(
+    "PLATFORM_HTTP_HEADERS_TIMEOUT_MS",
+    str("PLATFORM_HTTP_HEADERS_TIMEOUT_MS", "10000")!,
+    50,
+    600_000,
+  );
+  const requestTimeoutMs = parseInteger(
+    "PLATFORM_HTTP_REQUEST_TIMEOUT_MS",
+    str("PLATFORM_HTTP_REQUEST_TIMEOUT_MS", "30000")!,
+    50,
+    3_600_000,
+  );
+  if (requestTimeoutMs < headersTimeoutMs) {
+    throw new ConfigError(
+      "PLATFORM_HTTP_REQUEST_TIMEOUT_MS",
+      `${requestTimeoutMs} is shorter than PLATFORM_HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs}); the request includes its headers`,
+    );
+  }
+  const connections = {
+    headersTimeoutMs,
+    requestTimeoutMs,
+    idleTimeoutMs: parseInteger(
+      "PLATFORM_HTTP_IDLE_TIMEOUT_MS",
+      str("PLATFORM_HTTP_IDLE_TIMEOUT_MS", "65000")!,
+      50,
+      3_600_000,
+    ),
+    maxConnections: parseInteger(
+      "PLATFORM_MAX_CONNECTIONS",
+      str("PLATFORM_MAX_CONNECTIONS", String(defaultMaxConnections()))!,
+      1,
+      10_000_000,
+    ),
+  };
 
   return {
     port,
@@ -197,6 +293,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     },
     systemApiUsers: parseSystemUsers(str("PLATFORM_SYSTEM_API_USERS")),
     logLevel,
+    logFormat,
     trustProxy: parseBool("PLATFORM_TRUST_PROXY", str("PLATFORM_TRUST_PROXY", "false")!),
     maxSearchLimit: parseInteger(
       "PLATFORM_MAX_SEARCH_LIMIT",
@@ -218,6 +315,13 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     ),
     tls,
     masterKey,
+    maxRequestBodyBytes: parseInteger(
+      "PLATFORM_MAX_REQUEST_BODY_BYTES",
+      str("PLATFORM_MAX_REQUEST_BODY_BYTES", String(DEFAULT_MAX_REQUEST_BODY_BYTES))!,
+      1024,
+      MAX_REQUEST_BODY_BYTES_LIMIT,
+    ),
+    connections,
   };
 }
 
@@ -242,6 +346,27 @@ export function resolveMasterKey(config: Pick<Config, "masterKey" | "databaseUrl
       `cannot use ${masterKeyFile(config.dataDir)}: ${(error as Error).message.replace(/^PLATFORM_MASTERKEY: /, "")}`,
     );
   }
+}
+
+/**
+ * Connections allowed by default: the process's soft open-file limit (Linux: /proc/self/limits, else
+ * 1024) less what is kept for database connections, PGlite's files and logs (a tenth, at least 256 or a
+ * quarter of small limits), so the database never fails with EMFILE because clients hold every descriptor.
+ */
+export function defaultMaxConnections(limitsFile = "/proc/self/limits"): number {
+  let openFiles = 1024;
+  try {
+    const line = readFileSync(limitsFile, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = line?.slice("Max open files".length).trim().split(/\s+/)[0];
+    if (soft === "unlimited") openFiles = 1_048_576;
+    else if (soft && /^\d+$/.test(soft)) openFiles = Number(soft);
+  } catch {
+    // Not Linux: assume the common default.
+  }
+  const kept = Math.max(Math.ceil(openFiles / 10), Math.min(256, Math.ceil(openFiles / 4)));
+  return Math.max(1, openFiles - kept);
 }
 
 /** The address clients use: scheme, host and the port unless it is the scheme's default. */

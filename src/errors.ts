@@ -52,16 +52,23 @@ export class PlatformError extends Error {
   readonly code: Code;
   /** The request field the error is about (dotted proto path), when there is one. */
   readonly field?: string;
+  /** REST status instead of the code's (only the few errors of this registry that need one set it). */
+  private readonly httpStatusOverride?: number;
 
-  constructor(code: Code, message: string, options?: { field?: string; cause?: unknown }) {
+  constructor(
+    code: Code,
+    message: string,
+    options?: { field?: string; cause?: unknown; httpStatus?: number },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.field = options?.field;
+    this.httpStatusOverride = options?.httpStatus;
     this.name = new.target.name;
   }
 
   get httpStatus(): number {
-    return httpStatusFor(this.code);
+    return this.httpStatusOverride ?? httpStatusFor(this.code);
   }
 }
 
@@ -113,5 +120,27 @@ export class UnavailableError extends PlatformError {
 export class InternalError extends PlatformError {
   constructor(message = "internal error", cause?: unknown) {
     super(Code.INTERNAL, message, { cause });
+  }
+}
+
+/**
+ * The errors of `Idempotency-Key` (src/api/idempotency.ts, docs/api.md "Safe retries"). Over REST they
+ * answer the statuses clients of idempotency keys expect (IETF draft-ietf-httpapi-idempotency-key-header):
+ * 422 for a key reused with another request, 409 for a key whose request is running or was applied without
+ * a stored answer. The connect protocols answer the gRPC codes.
+ */
+export class IdempotencyKeyReusedError extends PlatformError {
+  constructor(message: string) {
+    super(Code.FAILED_PRECONDITION, message, { httpStatus: 422 });
+  }
+}
+export class IdempotencyKeyInProgressError extends PlatformError {
+  constructor(message: string) {
+    super(Code.ABORTED, message);
+  }
+}
+export class IdempotencyAnswerLostError extends PlatformError {
+  constructor(message: string) {
+    super(Code.FAILED_PRECONDITION, message, { httpStatus: 409 });
   }
 }

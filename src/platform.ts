@@ -1,5 +1,7 @@
 import type { FastifyInstance } from "fastify";
+import { idempotencyInterceptor } from "./api/idempotency.ts";
 import { registerDocs } from "./api/openapi/plugin.ts";
+import { registerReflection } from "./api/reflection.ts";
 import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
@@ -12,10 +14,11 @@ import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
 import { buildServer } from "./server/server.ts";
-import { authenticationInterceptor } from "./services/call.ts";
+import { authenticationInterceptor, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
 import { apiServices } from "./services/index.ts";
 import type { Database } from "./storage/database.ts";
+import { IdempotencyStore } from "./storage/idempotency.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
 
@@ -72,8 +75,16 @@ export async function createPlatform(config: Config, options: { db?: Database } 
     const app = buildServer({ config, db, instances });
     oidc.register(app);
     const services = apiServices(deps);
-    registerApi(app, services, { interceptors: [authenticationInterceptor(deps)] });
+    registerApi(app, services, {
+      interceptors: [authenticationInterceptor(deps)],
+      readMaxBytes: config.maxRequestBodyBytes,
+      innerInterceptors: [idempotencyInterceptor({ store: new IdempotencyStore(db), callerScope })],
+    });
     registerDocs(app, { services: services.map((s) => s.service) });
+    registerReflection(
+      app,
+      services.map((s) => s.service),
+    );
     await app.ready();
 
     let closing: Promise<void> | undefined;

@@ -109,7 +109,8 @@ export async function addMachineUser(
     username: string;
     instanceId?: string;
     orgId?: string;
-    membership?: { contextType: "instance" | "org"; contextId?: string; roles: string[] };
+    /** A project membership needs `contextId` (the project's ID). */
+    membership?: { contextType: "instance" | "org" | "project"; contextId?: string; roles: string[] };
   },
 ): Promise<{ userId: string; token: string }> {
   const { addMachineEvent, addPatEvent } = await import("../src/domain/user/commands.ts");
@@ -130,10 +131,20 @@ export async function addMachineUser(
     addPatEvent(userId, orgId, { pat_id: newId(), token_hash: sha256(token) }),
   ];
   if (options.membership) {
-    const type = options.membership.contextType === "instance" ? ContextType.instance : ContextType.org;
+    const type = ContextType[options.membership.contextType];
     const contextId = options.membership.contextId ?? (type === ContextType.instance ? instanceId : orgId);
+    // a project membership belongs to the project's organization
+    const owner =
+      type === ContextType.project
+        ? (
+            await platform.db.query<{ org_id: string }>(
+              "SELECT org_id FROM projects WHERE instance_id = $1 AND id = $2",
+              [instanceId, contextId],
+            )
+          )[0].org_id
+        : contextId;
     events.push(
-      addMembershipEvent(newId(), type === ContextType.instance ? instanceId : contextId, {
+      addMembershipEvent(newId(), owner, {
         context_type: type,
         context_id: contextId,
         user_id: userId,
@@ -311,4 +322,35 @@ export async function assertRejected(
 /** The body option of a REST call for a test value: a string as is (e.g. malformed JSON), else as JSON. */
 export function jsonOrRaw(body: unknown): Pick<RestOptions, "json" | "body"> {
   return typeof body === "string" ? { body } : { json: body };
+}
+
+/** The promise's value, or a failure if it takes longer than `ms`: a test of a missing bound fails, never hangs. */
+export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const giveUp = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, giveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A client socket that records what it receives and when the server closes it (tests of connection bounds). */
+export function watchSocket(socket: import("node:net").Socket) {
+  const openedAt = performance.now();
+  let received = "";
+  socket.setEncoding("utf8");
+  socket.on("data", (d: string) => (received += d));
+  socket.on("error", () => {});
+  const closed = new Promise<number>((resolve) =>
+    socket.once("close", () => resolve(performance.now() - openedAt)),
+  );
+  return {
+    socket,
+    received: () => received,
+    /** Milliseconds from connect until closed; fails if still open after `giveUpMs`. */
+    closedWithin: (giveUpMs: number): Promise<number> => within(closed, giveUpMs, "still open"),
+  };
 }

@@ -2,6 +2,7 @@
  * Context values every RPC implementation receives through `HandlerContext.values`, whatever the protocol
  * (gRPC, gRPC-web, Connect or REST), and the HTTP status override for REST.
  */
+import type { Message } from "@bufbuild/protobuf";
 import {
   type ContextValues,
   createContextKey,
@@ -36,6 +37,15 @@ export function setHttpStatus(ctx: Pick<HandlerContext, "values">, status: numbe
   }
   ctx.values.set(httpStatusKey, status);
 }
+
+/**
+ * A response an interceptor answers the call with instead of the implementation's (e.g. a replayed answer,
+ * src/api/idempotency.ts): set it and call `next`; registerApi then skips the implementation and returns
+ * this message, so the response still goes out with the headers each protocol sets (content type etc.).
+ */
+export const cannedResponseKey = createContextKey<Message | undefined>(undefined, {
+  description: "platform response given instead of the implementation's",
+});
 
 /** The request scope the server decorated the Fastify request with (`request.scope`), if any. */
 export function scopeOf(req: FastifyRequest): RequestScope | undefined {

@@ -2,13 +2,14 @@
  * The interceptor chain every RPC runs through, for every protocol (the connect router for gRPC, gRPC-web
  * and Connect; the REST transcoder builds the same chain around the implementation):
  *
- *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → implementation
+ *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → ...inner interceptors
+ *   (e.g. idempotency keys) → implementation
  */
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { loggerKey } from "./context.ts";
 import { toConnectError } from "./status.ts";
-import { validate } from "./validate.ts";
+import { rejectNul, validate } from "./validate.ts";
 
 /** Maps whatever the rest of the chain throws to a ConnectError (see status.ts), logging unexpected errors. */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
@@ -35,25 +36,36 @@ async function* mapStreamErrors<T>(
   }
 }
 
-/** Validates every request message against its declared rules (validate.ts) before the implementation. */
+/**
+ * Validates every request message before the implementation (validate.ts): no string may contain NUL
+ * (U+0000), then the declared rules.
+ */
 export const validationInterceptor: Interceptor = (next) => async (req) => {
   if (!req.stream) {
-    validate(req.method.input, req.message);
+    validateRequest(req.method.input, req.message as never);
     return next(req);
   }
   return next({ ...req, message: validateStream(req.method.input, req.message) });
 };
 
+function validateRequest(schema: DescMessage, message: never): void {
+  rejectNul(schema, message);
+  validate(schema, message);
+}
+
 async function* validateStream<T>(schema: DescMessage, it: AsyncIterable<T>): AsyncIterable<T> {
   for await (const m of it) {
-    validate(schema, m as never);
+    validateRequest(schema, m as never);
     yield m;
   }
 }
 
-/** The full chain for a list of extra interceptors (outermost first). */
-export function apiInterceptors(extra: Interceptor[] = []): Interceptor[] {
-  return [errorInterceptor, ...extra, validationInterceptor];
+/**
+ * The full chain for a list of extra interceptors (outermost first) and `inner` ones that run after
+ * validation, right around the implementation (e.g. idempotency keys, which need a valid request).
+ */
+export function apiInterceptors(extra: Interceptor[] = [], inner: Interceptor[] = []): Interceptor[] {
+  return [errorInterceptor, ...extra, validationInterceptor, ...inner];
 }
 
 /** Wraps `next` with interceptors, the first being the outermost (same order as connect's router). */

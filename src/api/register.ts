@@ -19,15 +19,19 @@
  * and may choose the REST success status with `setHttpStatus(ctx, 201)`.
  */
 import { createRegistry, type DescFile, type DescService, type Registry } from "@bufbuild/protobuf";
-import type { ContextValues, Interceptor, ServiceImpl } from "@connectrpc/connect";
+import type { ContextValues, HandlerContext, Interceptor, ServiceImpl } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { createCallContextValues } from "./context.ts";
+import { answerOversizedConnectRequestsWith413 } from "./body-limit.ts";
+import { cannedResponseKey, createCallContextValues } from "./context.ts";
 import { apiInterceptors } from "./interceptors.ts";
 import { type RestRoute, registerRest } from "./rest/transcoder.ts";
 
 export { httpStatusKey, loggerKey, setHttpStatus } from "./context.ts";
 export { scopeKey } from "./scope.ts";
+
+/** connect's own default for readMaxBytes (0xffffffff bytes; its docs say "4 GiB"). */
+const CONNECT_DEFAULT_READ_MAX_BYTES = 0xffffffff;
 
 export interface ApiService {
   service: DescService;
@@ -49,9 +53,14 @@ export interface RegisterApiOptions {
    * mapping (so they may throw PlatformErrors) and before validation, for every protocol including REST.
    */
   interceptors?: Interceptor[];
+  /** Interceptors that run after validation, right around the implementation (e.g. idempotency keys). */
+  innerInterceptors?: Interceptor[];
   /** Adds the server's own context values to every call (after scopeKey and loggerKey are set). */
   contextValues?: (req: FastifyRequest, values: ContextValues) => void;
-  /** Maximum size of a connect-protocol request message in bytes (default: connect's, 4 MiB). */
+  /**
+   * Maximum size of a connect-protocol request message in bytes (default: connect's maximum, 4 GiB). Larger
+   * messages answer RESOURCE_EXHAUSTED (gRPC, gRPC-web) or HTTP 413 (Connect), see body-limit.ts.
+   */
   readMaxBytes?: number;
   /** Serve REST routes (default true). */
   rest?: boolean;
@@ -73,13 +82,16 @@ export function registerApi(
   services: ApiService[],
   options: RegisterApiOptions = {},
 ): RegisteredApi {
+  services = services.map(answeringCanned);
   const registry = registryOf(services.map((s) => s.service));
-  const interceptors = apiInterceptors(options.interceptors);
+  const interceptors = apiInterceptors(options.interceptors, options.innerInterceptors);
   const contextValues = (req: FastifyRequest) => createCallContextValues(req, options.contextValues);
+  const readMaxBytes = options.readMaxBytes ?? CONNECT_DEFAULT_READ_MAX_BYTES;
 
   app.register(fastifyConnectPlugin, {
     routes(router) {
       for (const s of services) router.service(s.service, s.impl);
+      answerOversizedConnectRequestsWith413(router.handlers, readMaxBytes);
     },
     interceptors,
     contextValues,
@@ -88,7 +100,7 @@ export function registerApi(
     connect: true,
     // proto3 JSON as contract.md §1: unknown fields are errors, output uses the proto (snake_case) names
     jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, alwaysEmitImplicit: true, registry },
-    readMaxBytes: options.readMaxBytes,
+    readMaxBytes,
   });
 
   const restRoutes =
@@ -100,6 +112,18 @@ export function registerApi(
           { interceptors, contextValues, registry },
         );
   return { restRoutes, registry };
+}
+
+/** The service with every unary method answering `cannedResponseKey` when an interceptor set it (context.ts). */
+function answeringCanned(s: ApiService): ApiService {
+  const impl: Record<string, unknown> = { ...s.impl };
+  for (const method of s.service.methods) {
+    const fn = s.impl[method.localName] as ((req: unknown, ctx: HandlerContext) => unknown) | undefined;
+    if (method.methodKind !== "unary" || typeof fn !== "function") continue;
+    impl[method.localName] = (req: unknown, ctx: HandlerContext) =>
+      ctx.values.get(cannedResponseKey) ?? fn.call(s.impl, req, ctx);
+  }
+  return { service: s.service, impl: impl as ApiService["impl"] };
 }
 
 /** A registry of every file the services use (directly or through imports). */

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { InvalidArgumentError } from "../errors.ts";
 import {
   RequestContextSchema,
@@ -16,10 +17,11 @@ import {
 } from "../gen/platform/settings/object/v3alpha/object_pb.ts";
 import {
   CreateThingRequestSchema,
+  EchoRequestSchema,
   SearchThingsRequestSchema,
   type ThingKind,
 } from "../gen/platform/testing/v1/testing_pb.ts";
-import { isUri, validate } from "./validate.ts";
+import { isUri, rejectNul, validate } from "./validate.ts";
 
 function errorOf<D extends DescMessage>(schema: D, init: MessageInitShape<D>): string | undefined {
   try {
@@ -148,6 +150,47 @@ describe("validate", () => {
         filters: [{ filter: { case: "state", value: { state: 1 } } }, {}],
       }),
       "filters[1].filter: one of name, state must be set",
+    );
+  });
+
+  test("rejectNul: any string at any depth, list elements, map keys and values, oneof members", () => {
+    const nulError = <D extends DescMessage>(schema: D, init: MessageInitShape<D>) => {
+      try {
+        rejectNul(schema, create(schema, init));
+        return undefined;
+      } catch (e) {
+        assert.ok(e instanceof InvalidArgumentError);
+        return e.message;
+      }
+    };
+    const nul = "must not contain NUL (U+0000)";
+    assert.equal(nulError(EchoRequestSchema, { text: "a", names: ["b"], labels: { c: "d" } }), undefined);
+    assert.equal(nulError(EchoRequestSchema, { data: new Uint8Array([0]) }), undefined); // bytes are not text
+    assert.equal(nulError(EchoRequestSchema, { text: "\u0000" }), `text: ${nul}`);
+    assert.equal(nulError(EchoRequestSchema, { nested: { id: "x\u0000" } }), `nested.id: ${nul}`);
+    assert.equal(nulError(EchoRequestSchema, { maybe: "\u0000" }), `maybe: ${nul}`);
+    assert.equal(nulError(EchoRequestSchema, { names: ["ok", "n\u0000"] }), `names[1]: ${nul}`);
+    assert.equal(nulError(EchoRequestSchema, { labels: { k: "v\u0000" } }), `labels["k"]: ${nul}`);
+    assert.equal(nulError(EchoRequestSchema, { labels: { "k\u0000": "v" } }), `labels: ${nul}`);
+    assert.equal(
+      nulError(SearchThingsRequestSchema, {
+        filters: [
+          { filter: { case: "name", value: { name: "ok" } } },
+          { filter: { case: "name", value: { name: "\u0000" } } },
+        ],
+      }),
+      `filters[1].name.name: ${nul}`,
+    );
+    assert.equal(
+      nulError(CreateThingRequestSchema, {
+        ctx: { context: { case: "orgDomain", value: "a\u0000.example" } },
+      }),
+      `ctx.org_domain: ${nul}`,
+    );
+    // google.protobuf.Struct / Value: strings inside JSON values too
+    assert.equal(
+      nulError(StructSchema, { fields: { a: { kind: { case: "stringValue", value: "\u0000" } } } }),
+      `fields["a"].string_value: ${nul}`,
     );
   });
 

@@ -72,6 +72,80 @@ export function validate<Desc extends DescMessage>(schema: Desc, message: Messag
   validateMessage(reflect(schema, message), "");
 }
 
+/**
+ * Rejects a NUL character (U+0000) in any string of `message`: fields, list elements, map keys and values,
+ * oneof members, at any depth (google.protobuf.Struct values included). PostgreSQL cannot store NUL in
+ * text or jsonb, and no name, ID or URL needs it, so it is refused for every field.
+ * @throws InvalidArgumentError `<field path>: must not contain NUL (U+0000)`, the first such string
+ * depth-first in field order (a map key is reported at its map field).
+ */
+export function rejectNul<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): void {
+  if (hasStrings(schema)) rejectNulIn(reflect(schema, message), "");
+}
+
+const NUL_MESSAGE = "must not contain NUL (U+0000)";
+const hasStringsCache = new WeakMap<DescMessage, boolean>();
+
+/** Whether a message type has a string field (or map key), itself or in a message type below it. */
+function hasStrings(desc: DescMessage, visiting: Set<DescMessage> = new Set()): boolean {
+  const cached = hasStringsCache.get(desc);
+  if (cached !== undefined) return cached;
+  if (visiting.has(desc)) return false;
+  visiting.add(desc);
+  let result = false;
+  for (const f of desc.fields) {
+    const child = messageOf(f);
+    if (
+      scalarOf(f) === ScalarType.STRING ||
+      (f.fieldKind === "map" && f.mapKey === ScalarType.STRING) ||
+      (child !== undefined && hasStrings(child, visiting))
+    ) {
+      result = true;
+      break;
+    }
+  }
+  visiting.delete(desc);
+  if (result || visiting.size === 0) hasStringsCache.set(desc, result);
+  return result;
+}
+
+function rejectNulIn(msg: ReflectMessage, prefix: string): void {
+  for (const f of msg.fields) {
+    if (!msg.isSet(f)) continue;
+    const path = join(prefix, f.name);
+    switch (f.fieldKind) {
+      case "scalar":
+        if (f.scalar === ScalarType.STRING) rejectNulValue(msg.get(f), path);
+        break;
+      case "message":
+        if (hasStrings(f.message)) rejectNulIn(msg.get(f), path);
+        break;
+      case "list": {
+        if (f.listKind === "enum" || (f.listKind === "scalar" && f.scalar !== ScalarType.STRING)) break;
+        if (f.listKind === "message" && !hasStrings(f.message)) break;
+        let i = 0;
+        for (const item of msg.get(f) as ReflectList) rejectNulElement(item, `${path}[${i++}]`);
+        break;
+      }
+      case "map":
+        for (const [key, value] of msg.get(f) as ReflectMap) {
+          if (typeof key === "string" && key.includes("\0")) fail(path, NUL_MESSAGE);
+          rejectNulElement(value, `${path}[${JSON.stringify(String(key))}]`);
+        }
+        break;
+    }
+  }
+}
+
+function rejectNulElement(item: unknown, path: string): void {
+  if (isReflectMessage(item)) rejectNulIn(item, path);
+  else rejectNulValue(item, path);
+}
+
+function rejectNulValue(value: unknown, path: string): void {
+  if (typeof value === "string" && value.includes("\0")) fail(path, NUL_MESSAGE);
+}
+
 /** Whether a message type declares any rule, itself or in a message type below it. */
 export function hasRules(desc: DescMessage, visiting: Set<DescMessage> = new Set()): boolean {
   const cached = hasRulesCache.get(desc);

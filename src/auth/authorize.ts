@@ -111,4 +111,26 @@ export class Authorizer {
     }
     return orgs;
   }
+
+  /**
+   * Like `orgsWith`, aware of project memberships: "all" when an instance role grants `permission`,
+   * otherwise the organizations (their projects included) and the projects in which a membership grants
+   * it. For filtering searches of project resources.
+   */
+  async scopesWith(
+    caller: Caller,
+    permission: Permission,
+    instanceId: string,
+  ): Promise<"all" | { orgs: Set<string>; projects: Set<string> }> {
+    if (caller.kind === "system") return "all";
+    const scopes = { orgs: new Set<string>(), projects: new Set<string>() };
+    if (caller.instanceId !== instanceId) return scopes;
+    for (const m of await this.memberships(instanceId, caller.userId)) {
+      if (!permissionsOf(m.roles).has(permission)) continue;
+      if (m.contextType === ContextType.instance) return "all";
+      if (m.contextType === ContextType.org) scopes.orgs.add(m.contextId);
+      if (m.contextType === ContextType.project) scopes.projects.add(m.contextId);
+    }
+    return scopes;
+  }
 }

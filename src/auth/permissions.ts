@@ -31,12 +31,18 @@ export const permissions = [
   "project.create",
   "project.write",
   "project.delete",
-  "app.read",
-  "app.write",
-  "app.delete",
-  "user_grant.read",
-  "user_grant.write",
-  "user_grant.delete",
+  "project.role.read",
+  "project.role.write",
+  "project.role.delete",
+  "project.app.read",
+  "project.app.write",
+  "project.app.delete",
+  "project.grant.read",
+  "project.grant.write",
+  "project.grant.delete",
+  "user.grant.read",
+  "user.grant.write",
+  "user.grant.delete",
   "session.read",
   "session.write",
   "session.delete",
@@ -72,19 +78,27 @@ export const rolePermissions: Record<string, readonly Permission[]> = {
   IAM_OWNER: permissions,
   IAM_OWNER_VIEWER: reads,
   IAM_ORG_MANAGER: [
-    ...matching("org.", "domain.", "membership.", "project.", "app.", "user_grant.", "idp."),
+    ...matching("org.", "domain.", "membership.", "project.", "user.grant.", "idp."),
     "user.read",
     "settings.read",
   ],
-  IAM_USER_MANAGER: [...matching("user.", "session.", "user_grant."), "org.read", "membership.read"],
+  // user.* includes user.grant.*
+  IAM_USER_MANAGER: [...matching("user.", "session."), "org.read", "membership.read"],
   ORG_OWNER: orgScoped.filter((p) => p !== "org.create"),
   ORG_OWNER_VIEWER: reads.filter((p) => !instanceWide(p)),
-  ORG_USER_MANAGER: [...matching("user.", "session.", "user_grant."), "org.read"],
+  ORG_USER_MANAGER: [...matching("user.", "session."), "org.read"],
   ORG_PROJECT_CREATOR: ["project.create", "project.read", "org.read"],
-  PROJECT_OWNER: [...matching("project.", "app.", "user_grant."), "org.read" as const].filter(
+  // In their project only (a project membership); project.* includes its roles, apps and grants.
+  PROJECT_OWNER: [...matching("project.", "user.grant."), "org.read" as const].filter(
     (p) => p !== "project.create",
   ),
-  PROJECT_OWNER_VIEWER: ["project.read", "app.read", "user_grant.read"],
+  PROJECT_OWNER_VIEWER: [
+    "project.read",
+    "project.role.read",
+    "project.app.read",
+    "project.grant.read",
+    "user.grant.read",
+  ],
 };
 
 /** Roles a membership may hold in each kind of context (`GET /memberships/roles`). */

@@ -1,8 +1,23 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { addMachineUser, addOrg, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import {
+  addApp,
+  addAppKey,
+  addProjectGrant,
+  addProjectRole,
+  changeApp,
+  changeProject,
+  changeProjectRole,
+  createProject,
+  regenerateAppSecret,
+  removeProjectRole,
+  setProjectGrantState,
+} from "../domain/project/commands.ts";
+import type { OidcConfig } from "../domain/project/events.ts";
 import { changeSettings } from "../domain/settings/commands.ts";
 import { OwnerType } from "../domain/settings/events.ts";
+import { changeUserGrant, createUserGrant } from "../domain/usergrant/commands.ts";
 import { AlreadyExistsError } from "../errors.ts";
 import { newId } from "../id.ts";
 import type { NewEvent } from "./types.ts";
@@ -118,6 +133,8 @@ describe("event store", () => {
       reset: [],
       creator: "test",
     });
+    // Projects with roles, apps (OIDC and API, with a key and changes), a project grant and user grants.
+    await projectEvents();
     // Every table of every projection, rows in a canonical order.
     const tables = platform.eventStore.projections.flatMap((p) => p.tables);
     const snapshot = async () => {
@@ -129,6 +146,8 @@ describe("event store", () => {
     };
     const before = await snapshot();
     assert.ok(before.users.length >= 2);
+    for (const table of ["project_roles", "apps", "app_keys", "project_grants", "user_grants"])
+      assert.ok(before[table].length > 0, `${table} has rows`);
     for (const projection of platform.eventStore.projections) {
       const replayed = await platform.eventStore.rebuild(projection.name);
       const stored = await platform.db.query(
@@ -139,6 +158,81 @@ describe("event store", () => {
     }
     assert.deepEqual(await snapshot(), before);
   });
+
+  /** Events of every kind the project, apps and user grant projections handle (but removals). */
+  async function projectEvents() {
+    const es = platform.eventStore;
+    const cmd = { instanceId, creator: "test" };
+    const orgId = platform.bootstrapResult!.orgId;
+    const { projectId } = await createProject(es, {
+      ...cmd,
+      orgId,
+      name: "Rebuilt",
+      roleAssertion: true,
+      roleCheck: false,
+    });
+    await changeProject(es, { ...cmd, projectId, change: { project_role_check: true } });
+    for (const key of ["a", "b", "c"])
+      await addProjectRole(es, { ...cmd, projectId, role: { key, display_name: key, group: "g" } });
+    await changeProjectRole(es, { ...cmd, projectId, key: "a", displayName: "A" });
+    const oidc: OidcConfig = {
+      redirect_uris: ["https://rebuilt.example/cb"],
+      post_logout_redirect_uris: ["https://rebuilt.example/"],
+      response_types: [0],
+      grant_types: [0, 2],
+      app_type: 0,
+      auth_method: 3,
+      access_token_type: 1,
+      access_token_role_assertion: true,
+      id_token_role_assertion: false,
+      id_token_userinfo_assertion: true,
+      dev_mode: false,
+      clock_skew_ns: 1_500_000_000,
+    };
+    const { appId } = await addApp(es, { ...cmd, projectId, name: "web", oidc });
+    await changeApp(es, { ...cmd, projectId, appId, name: "web 2", oidc: { ...oidc, dev_mode: true } });
+    await addAppKey(es, {
+      ...cmd,
+      projectId,
+      appId,
+      keyId: newId(),
+      publicKey: "PEM",
+      expiration: "2099-01-01T00:00:00.000Z",
+    });
+    const api = await addApp(es, { ...cmd, projectId, name: "api", api: { auth_method: 0 } });
+    await regenerateAppSecret(es, { ...cmd, projectId, appId: api.appId });
+    const partner = await addOrg(platform, "Rebuild partner");
+    const { grantId } = await addProjectGrant(es, {
+      ...cmd,
+      projectId,
+      grantedOrgId: partner,
+      roleKeys: ["a", "b", "c"],
+      fields: { grantedOrgId: "g", roleKeys: "r" },
+    });
+    await setProjectGrantState(es, { ...cmd, projectId, grantId, action: "deactivate" });
+    await setProjectGrantState(es, { ...cmd, projectId, grantId, action: "reactivate" });
+    const fields = { userId: "u", roleKeys: "r", projectGrantId: "p" };
+    const direct = await createUserGrant(es, {
+      ...cmd,
+      grantId: newId(),
+      userId: platform.bootstrapResult!.adminUserId,
+      projectId,
+      roleKeys: ["a", "b"],
+      fields,
+    });
+    await changeUserGrant(es, { ...cmd, grantId: direct.aggregateId, roleKeys: ["a", "b", "c"], fields });
+    const { userId } = await addMachineUser(platform, { username: "rebuilt-partner", orgId: partner });
+    await createUserGrant(es, {
+      ...cmd,
+      grantId: newId(),
+      userId,
+      projectId,
+      projectGrantId: grantId,
+      roleKeys: ["c"],
+      fields,
+    });
+    await removeProjectRole(es, { ...cmd, projectId, key: "b" }); // cascades to both grants
+  }
 
   it("a command that returns no events appends nothing", async () => {
     const before = await countEvents();

@@ -6,6 +6,7 @@ import {
   UNIQUE_VIOLATION,
   violatedConstraint,
 } from "../storage/database.ts";
+import { currentPushClaim } from "./claim.ts";
 import type {
   CommandTx,
   NewEvent,
@@ -90,9 +91,15 @@ export class EventStore {
    * and the command runs again on fresh state; after MAX_ATTEMPTS it fails with ABORTED.
    */
   async push(ctx: PushContext, command: (tx: CommandTx) => Promise<NewEvent[]>): Promise<StoredEvent[]> {
+    const claim = currentPushClaim();
     for (let attempt = 1; ; attempt++) {
+      let claimed = false;
+      let bound = false;
       try {
         const stored = await this.db.transaction(async (tx) => {
+          // The call's claim (e.g. its idempotency key) is written first, so a concurrent twin waits here
+          // for this transaction instead of racing it on the command's own checks.
+          claimed = (await claim?.enter(tx)) ?? false;
           const loaded = new Map<string, number>();
           const commandTx: CommandTx = {
             query: (sql, params) => tx.query(sql, params),
@@ -109,9 +116,11 @@ export class EventStore {
             },
           };
           const events = await command(commandTx);
-          if (events.length === 0) return [];
-          return this.append(tx, ctx, events, loaded);
+          const stored = events.length === 0 ? [] : await this.append(tx, ctx, events, loaded);
+          if (claimed) await claim!.leave(tx, stored);
+          return stored;
         });
+        bound = claimed && stored.length > 0;
         if (stored.length > 0) for (const listener of this.listeners) listener(stored);
         return stored;
       } catch (error) {
@@ -122,6 +131,8 @@ export class EventStore {
           throw new AbortedError("the resource was changed concurrently too often; try again");
         }
         await sleep(Math.random() * Math.min(50, 2 ** attempt));
+      } finally {
+        if (claimed) claim!.settle(bound);
       }
     }
   }

@@ -301,7 +301,7 @@ describe("OIDC provider through openid-client", () => {
     const management = (await platform.instances.byId(platform.bootstrapResult!.instanceId))!.iamProjectId;
     const orgId = platform.bootstrapResult!.orgId;
     const original = platform.oidc.userGrants;
-    platform.oidc.userGrants = async (instanceId, userId, projectIds) =>
+    platform.oidc.userGrants = async (_instanceId, userId, projectIds) =>
       userId === other.userId && projectIds.includes(management)
         ? [
             {

@@ -1,8 +1,15 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import http2 from "node:http2";
+import net from "node:net";
 import { after, before, describe, it } from "node:test";
-import { addMachineUser, rawRequest, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import {
+  addMachineUser,
+  rawRequest,
+  startPlatform,
+  type TestPlatform,
+  watchSocket,
+} from "../../test/helpers.ts";
 import { redactQuery } from "./server.ts";
 
 function h2Get(
@@ -155,5 +162,32 @@ describe("graceful shutdown", () => {
     assert.equal(result.connection, "close");
     await platform.stop();
     await assert.rejects(rawRequest(`${platform.url}/healthz`), /ECONNREFUSED/);
+  });
+});
+
+describe("slowloris", () => {
+  it("closes a connection that never finishes its headers within PLATFORM_HTTP_HEADERS_TIMEOUT_MS, answering others meanwhile", async () => {
+    const headersTimeoutMs = 300;
+    const platform = await startPlatform({
+      listen: true,
+      env: { PLATFORM_HTTP_HEADERS_TIMEOUT_MS: String(headersTimeoutMs) },
+    });
+    try {
+      const port = Number(new URL(platform.url).port);
+      const slow = watchSocket(net.connect(port, "127.0.0.1"));
+      slow.socket.write("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ");
+      const drip = setInterval(() => slow.socket.write("a"), 50);
+      const answers: number[] = [];
+      const asking = (async () => {
+        for (let i = 0; i < 5; i++) answers.push((await rawRequest(`${platform.url}/healthz`)).status);
+      })();
+      const keptMs = await slow.closedWithin(headersTimeoutMs + 1000).finally(() => clearInterval(drip));
+      await asking;
+      assert.ok(keptMs >= headersTimeoutMs - 20, `closed after ${keptMs} ms, before the bound`);
+      assert.match(slow.received(), /^HTTP\/1\.1 408 Request Timeout/);
+      assert.deepEqual(answers, [200, 200, 200, 200, 200]);
+    } finally {
+      await platform.stop();
+    }
   });
 });

@@ -6,12 +6,14 @@ import Fastify, {
   type FastifyServerFactory,
 } from "fastify";
 import type { RequestScope } from "../api/scope.ts";
+import { bodyTooLarge, headersFor, type RpcStatusReply, toRpcStatus } from "../api/status.ts";
 import type { Config } from "../config.ts";
 import { Code, PlatformError } from "../errors.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
 import { createListener, type DualProtocolServer } from "./listener.ts";
+import { logStream } from "./log.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -25,8 +27,17 @@ export interface ServerDeps {
   instances: InstanceDirectory;
 }
 
-/** Paths served whatever the Host header says (probes of orchestrators use IPs or pod names). */
-const HOSTLESS_PATHS = new Set(["/healthz", "/ready"]);
+/**
+ * Paths served whatever the Host header says (probes of orchestrators use IPs or pod names) and whether or
+ * not the instance is blocked. gRPC server reflection (src/api/reflection.ts) describes the same public
+ * schema for every instance, so `grpcurl -plaintext 127.0.0.1:8080 list` works too.
+ */
+const HOSTLESS_PATHS = new Set([
+  "/healthz",
+  "/ready",
+  "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+  "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+]);
 
 /** The instances API (system users) stays reachable on a blocked instance's domains: it unblocks them. */
 const BLOCK_EXEMPT_PREFIXES = [
@@ -80,17 +91,52 @@ function sendGrpcStatus(
 }
 
 /**
+ * An error answer in the caller's protocol: a trailers-only gRPC status to gRPC and gRPC-web clients (as
+ * `sendBlocked`), the rpcStatus JSON with its headers (e.g. Retry-After) to everyone else.
+ */
+function sendRpcStatus(
+  headers: Record<string, string | string[] | undefined>,
+  reply: FastifyReply,
+  status: RpcStatusReply,
+) {
+  const contentType = String(headers["content-type"] ?? "");
+  reply.headers(status.headers);
+  if (contentType.startsWith("application/grpc")) {
+    return reply
+      .code(200)
+      .header(
+        "content-type",
+        contentType.startsWith("application/grpc-web") ? contentType : "application/grpc",
+      )
+      .header("grpc-status", String(status.body.code))
+      .header("grpc-message", encodeURIComponent(status.body.message))
+      .send();
+  }
+  return reply.code(status.httpStatus).send(status.body);
+}
+
+/** Characters no host name contains. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+
+/**
  * The Fastify app: one port for HTTP/1.1 and h2c, request IDs, structured logs without secrets, health
  * probes, instance resolution from the Host header and security headers on HTML. Feature plugins (API,
  * OIDC, login UI) register on the returned instance.
  */
 export function buildServer({ config, db, instances }: ServerDeps): FastifyInstance {
   const serverFactory: FastifyServerFactory = (handler) =>
-    createListener(handler as never, config.tls) as never;
+    createListener(handler as never, {
+      tls: config.tls,
+      limits: config.connections,
+      // Called later, once `app` exists.
+      warn: (message) => app.log.warn(message),
+    }) as never;
   const app = Fastify({
     serverFactory,
     logger: {
       level: config.logLevel,
+      stream: logStream(config.logFormat),
       redact: {
         paths: ["req.headers.authorization", "req.headers.cookie", "res.headers['set-cookie']"],
         censor: "[redacted]",
@@ -103,11 +149,18 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
         }),
       },
     },
+    // Errors of the router itself (a malformed percent-encoding in the path, ...) answer rpcStatus too.
+    frameworkErrors: (error, _request, reply) => {
+      const message =
+        error.code === "FST_ERR_BAD_URL" ? "malformed URL: invalid percent-encoding" : error.message;
+      (reply as FastifyReply).code(400).send({ code: Code.INVALID_ARGUMENT, message, details: [] });
+    },
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     return503OnClosing: true,
     trustProxy: config.trustProxy,
-    bodyLimit: 1024 * 1024,
+    // REST bodies; connect-protocol messages have the same limit as readMaxBytes (src/api/register.ts).
+    bodyLimit: config.maxRequestBodyBytes,
     // IDs are up to 200 characters; percent-encoded execution IDs (`request.%2Fplatform...`) are longer.
     routerOptions: { maxParamLength: 1000 },
   });
@@ -120,7 +173,8 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
     const host = requestHost(request.headers, config.trustProxy);
     request.scope = { requestId: request.id, host, authorization: request.headers.authorization };
     if (HOSTLESS_PATHS.has(path)) return;
-    const instance = await instances.byHost(host);
+    // No domain contains control characters (PostgreSQL refuses NUL in text): not found, without a lookup.
+    const instance = CONTROL_CHARACTERS.test(host) ? undefined : await instances.byHost(host);
     if (!instance) {
       // gRPC clients read the status from grpc-status, not from the HTTP status.
       if (isGrpc(request.headers))
@@ -153,16 +207,21 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
 
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof PlatformError) {
-      return reply.code(error.httpStatus).send({ code: error.code, message: error.message, details: [] });
+      return reply
+        .code(error.httpStatus)
+        .headers(headersFor(error.code))
+        .send({ code: error.code, message: error.message, details: [] });
     }
     const status = (error as { statusCode?: number }).statusCode;
+    if (status === 413)
+      return sendRpcStatus(request.headers, reply, bodyTooLarge(config.maxRequestBodyBytes));
     if (status && status >= 400 && status < 500) {
       return reply
         .code(status)
         .send({ code: status === 404 ? 5 : 3, message: (error as Error).message, details: [] });
     }
-    request.log.error({ err: error }, "request failed");
-    return reply.code(500).send({ code: 13, message: "internal error", details: [] });
+    // INTERNAL, or UNAVAILABLE with Retry-After when the database cannot be reached (api/status.ts)
+    return sendRpcStatus(request.headers, reply, toRpcStatus(error, request.log, "request failed"));
   });
 
   app.get("/healthz", async () => ({ status: "ok" }));

@@ -1,14 +1,25 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import http2 from "node:http2";
 import https from "node:https";
+import net from "node:net";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import tls from "node:tls";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { addMachineUser, startPlatform, type TestPlatform, tempDir } from "../../test/helpers.ts";
+import {
+  addMachineUser,
+  startPlatform,
+  type TestPlatform,
+  tempDir,
+  watchSocket,
+  within,
+} from "../../test/helpers.ts";
 import { ConfigError, loadConfig } from "../config.ts";
 import { PlatformLanguageSettings } from "../gen/platform/settings/language/v3alpha/language_service_pb.ts";
+import { type ConnectionLimits, SecureDualProtocolServer } from "./listener.ts";
 
 /** A self-signed certificate for localhost, made with openssl. */
 function selfSigned(): { cert: string; key: string } {
@@ -113,5 +124,114 @@ describe("TLS", () => {
     );
     const config = loadConfig({ PLATFORM_TLS_CERT_FILE: files.cert, PLATFORM_TLS_KEY_FILE: files.key });
     assert.equal(config.externalSecure, true, "serving TLS implies https external URLs");
+  });
+});
+
+describe("connection bounds under TLS", () => {
+  const limits: ConnectionLimits = {
+    headersTimeoutMs: 300,
+    requestTimeoutMs: 600,
+    idleTimeoutMs: 400,
+    maxConnections: 100,
+  };
+  const slackMs = 1000;
+  let pem: { cert: Buffer; key: Buffer };
+  before(() => {
+    const files = selfSigned();
+    pem = { cert: readFileSync(files.cert), key: readFileSync(files.key) };
+  });
+
+  async function start(overrides: Partial<ConnectionLimits> = {}) {
+    const warnings: string[] = [];
+    const server = new SecureDualProtocolServer(
+      (_req, res) => (res as import("node:http").ServerResponse).end("ok"),
+      { tls: pem, limits: { ...limits, ...overrides }, warn: (message) => warnings.push(message) },
+    );
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    return { port, warnings, close: () => new Promise((resolve) => server.close(resolve)) };
+  }
+
+  function connectTls(port: number, alpn: string) {
+    return watchSocket(
+      tls.connect({ port, host: "127.0.0.1", rejectUnauthorized: false, ALPNProtocols: [alpn] }),
+    );
+  }
+
+  function httpsGet(port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      https
+        .get({ port, host: "127.0.0.1", path: "/", rejectUnauthorized: false, agent: false }, (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode!));
+        })
+        .on("error", reject);
+    });
+  }
+
+  it("closes a connection that never starts its handshake within the headers timeout", async () => {
+    const server = await start();
+    try {
+      const silent = watchSocket(net.connect(server.port, "127.0.0.1"));
+      const ms = await silent.closedWithin(limits.headersTimeoutMs + slackMs);
+      assert.ok(ms >= limits.headersTimeoutMs - 20, `closed after ${ms} ms, before the bound`);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("answers 408 and closes a slowloris after the handshake while serving others", async () => {
+    const server = await start();
+    try {
+      const slow = connectTls(server.port, "http/1.1");
+      await new Promise((resolve) => slow.socket.once("secureConnect", resolve));
+      slow.socket.write("GET / HTTP/1.1\r\nHost: localhost\r\n");
+      const drip = setInterval(() => slow.socket.write("x"), 100);
+      const others = [await httpsGet(server.port), await httpsGet(server.port)];
+      const ms = await slow
+        .closedWithin(limits.headersTimeoutMs + slackMs)
+        .finally(() => clearInterval(drip));
+      assert.ok(ms >= limits.headersTimeoutMs - 20, `closed after ${ms} ms, before the bound`);
+      assert.match(slow.received(), /^HTTP\/1\.1 408 Request Timeout/);
+      assert.deepEqual(others, [200, 200]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("sends GOAWAY to an idle HTTP/2 session", async () => {
+    const server = await start();
+    try {
+      const session = http2.connect(`https://localhost:${server.port}`, { rejectUnauthorized: false });
+      session.on("error", () => {});
+      const goaway = new Promise<number>((resolve) => session.once("goaway", (code) => resolve(code)));
+      const closed = new Promise<void>((resolve) => session.once("close", resolve));
+      assert.equal(await within(goaway, limits.idleTimeoutMs + slackMs, "no GOAWAY"), 0);
+      await within(closed, slackMs, "still open");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("closes connections beyond the maximum at once and keeps serving the open one", async () => {
+    const server = await start({ maxConnections: 1, idleTimeoutMs: 5000 });
+    try {
+      const open = connectTls(server.port, "http/1.1");
+      await new Promise((resolve) => open.socket.once("secureConnect", resolve));
+      const extra = connectTls(server.port, "http/1.1");
+      await extra.closedWithin(slackMs);
+      assert.equal(extra.received(), "");
+      open.socket.write("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+      await within(
+        new Promise((resolve) => open.socket.on("data", () => open.received().endsWith("ok") && resolve(0))),
+        slackMs,
+        "no answer",
+      );
+      assert.match(open.received(), /^HTTP\/1\.1 200 OK/);
+      assert.equal(server.warnings.length, 1);
+      open.socket.destroy();
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -1,4 +1,9 @@
-import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import {
+  type ContextValues,
+  createContextKey,
+  type HandlerContext,
+  type Interceptor,
+} from "@connectrpc/connect";
 import type { RequestScope } from "../api/scope.ts";
 import { scopeKey } from "../api/scope.ts";
 import type { Caller, ResolvedContext } from "../auth/caller.ts";
@@ -49,6 +54,20 @@ export function authenticationInterceptor(
     }
     return next(req);
   };
+}
+
+/**
+ * Who the authentication interceptor found for this call, as the scope of their idempotency keys
+ * (src/api/idempotency.ts): the instance and the user, or the system user. Undefined when the call was
+ * not authenticated (a public method called without a token).
+ */
+export function callerScope(values: ContextValues): { instanceId: string; caller: string } | undefined {
+  const caller = values.get(callerKey);
+  if (!caller) return undefined;
+  if (caller.kind === "system") {
+    return { instanceId: values.get(scopeKey)?.instanceId ?? "", caller: `system:${caller.userId}` };
+  }
+  return { instanceId: caller.instanceId, caller: `user:${caller.userId}` };
 }
 
 /** The authenticated caller (401 when the bearer token is missing or invalid). */

@@ -1,13 +1,16 @@
 import type { ApiService } from "../api/register.ts";
 import { actionsService } from "./actions/service.ts";
+import { appsService } from "./apps/apps.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { domainsService } from "./domains/domains.ts";
 import { instancesService } from "./instances/instances.ts";
 import { membershipsService } from "./memberships/memberships.ts";
 import { organizationsService } from "./organizations/organizations.ts";
+import { projectsService } from "./projects/service.ts";
 import { sessionsService } from "./sessions/sessions.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
+import { userGrantsService } from "./user-grants/user_grants.ts";
 import { usersService } from "./users/users.ts";
 
 /** Every API service Platform serves. */
@@ -22,6 +25,9 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     organizationsService(deps),
     domainsService(deps),
     instancesService(deps),
+    projectsService(deps),
+    appsService(deps),
+    userGrantsService(deps),
     actionsService(deps, () => services.map((s) => s.service)),
   ];
   return services;

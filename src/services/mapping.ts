@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { SettingsOwner } from "../domain/settings/events.ts";
+import { InvalidArgumentError } from "../errors.ts";
 import {
   type ListDetails,
   ListDetailsSchema,
@@ -52,4 +53,13 @@ export function listDetails(result: SearchResult<Record<string, unknown>>): List
     processedSequence: BigInt(result.processedSequence),
     timestamp: result.timestamp ? timestampFromDate(result.timestamp) : undefined,
   });
+}
+
+/** A future point in time from an optional Timestamp, RFC 3339 (undefined: never expires). */
+export function expiration(ts: Timestamp | undefined, field: string): string | undefined {
+  if (!ts) return undefined;
+  const at = timestampDate(ts);
+  if (Number.isNaN(at.getTime())) throw new InvalidArgumentError("is not a valid timestamp", field);
+  if (at.getTime() <= Date.now()) throw new InvalidArgumentError("must be in the future", field);
+  return at.toISOString();
 }

@@ -142,8 +142,73 @@ export function buildRequestMessage(
     const badEnum = findUnknownEnum(schema, json, "");
     if (badEnum)
       throw new InvalidArgumentError(`unknown value ${JSON.stringify(badEnum.value)}`, badEnum.path);
+    const located = locateJsonError(schema, json, "", registry);
+    if (located) throw new InvalidArgumentError(located.reason, located.path);
     throw new InvalidArgumentError((e as Error).message);
   }
+}
+
+/**
+ * The field (dotted snake_case path, list items as `[i]`) whose JSON value `fromJson` refuses, and why: it
+ * names fields by their full proto name and well-known types not at all, while clients need the path.
+ */
+function locateJsonError(
+  desc: DescMessage,
+  json: JsonValue,
+  prefix: string,
+  registry: Registry | undefined,
+): { path: string; reason: string } | undefined {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return undefined;
+  const parses = (d: DescMessage, value: JsonValue): string | undefined => {
+    try {
+      fromJson(d, value, { ignoreUnknownFields: false, registry });
+      return undefined;
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  for (const [key, value] of Object.entries(json)) {
+    const f = findField(desc, key);
+    if (!f) return undefined; // fromJson's own message names an unknown field
+    const error = parses(desc, { [key]: value });
+    if (error === undefined) continue;
+    const path = prefix === "" ? f.name : `${prefix}.${f.name}`;
+    const child =
+      f.fieldKind === "message" ||
+      (f.fieldKind === "list" && f.listKind === "message") ||
+      (f.fieldKind === "map" && f.mapKind === "message")
+        ? f.message
+        : undefined;
+    const nested = child && !child.file.name.startsWith("google/protobuf/");
+    if (nested && f.fieldKind === "message") {
+      const inner = locateJsonError(child, value, path, registry);
+      if (inner) return inner;
+    }
+    if (Array.isArray(value)) {
+      for (const [i, item] of value.entries()) {
+        const itemPath = `${path}[${i}]`;
+        const itemError = parses(desc, { [key]: [item] });
+        if (itemError === undefined) continue;
+        const inner = nested ? locateJsonError(child, item, itemPath, registry) : undefined;
+        return inner ?? { path: itemPath, reason: reasonOf(itemError) };
+      }
+    }
+    return { path, reason: reasonOf(error) };
+  }
+  return undefined;
+}
+
+/** protobuf-es's "cannot decode field x.Y.z from JSON: expected string, got 5" without the type names. */
+function reasonOf(message: string): string {
+  const decoded = /^cannot decode message (\S+) from JSON: (.*)$/.exec(message);
+  if (decoded) {
+    const [, typeName, got] = decoded;
+    return typeName.startsWith("google.protobuf.")
+      ? `invalid ${typeName} value ${got}`
+      : `expected a JSON object (${typeName}), got ${got}`;
+  }
+  const reason = message.replace(/^cannot decode field \S+ from JSON: /, "").replace(/^list item #\d+: /, "");
+  return `invalid value: ${reason}`;
 }
 
 /** The first enum field (dotted snake_case path) holding a string that is not one of its value names. */

@@ -151,7 +151,10 @@ describe("REST transcoder", () => {
 
     const wrongType = await call("PATCH", "/settings/v3alpha/languages", { default_language: "de" });
     assert.equal(wrongType.status, 400);
-    assert.match(wrongType.json.message, /SetLanguageSettings|Language/);
+    assert.match(
+      wrongType.json.message,
+      /^settings\.default_language: expected a JSON object \(platform\.settings\.language\.v3alpha\.Language\), got "de"$/,
+    );
 
     const query = await call("GET", "/settings/v3alpha/languages?ctx.nope=1");
     assert.equal(query.status, 400);

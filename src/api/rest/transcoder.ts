@@ -10,6 +10,7 @@
  *   (src/api/context.ts). Response headers the implementation set are copied to the response.
  * - Errors: rpcStatus JSON `{"code", "message", "details": []}` with the grpc-gateway HTTP status
  *   (src/api/status.ts). Unknown paths below a REST prefix and body errors answer rpcStatus JSON too.
+ * - Bodies: `application/json` (UTF-8) only, else 415; larger than the server's bodyLimit, 413 naming it.
  *
  * Routes are grouped by their first two literal path segments (e.g. `/settings/v3alpha`); each group is an
  * encapsulated Fastify plugin with that prefix, its own catch-all body parser (raw text, parsed here so
@@ -43,7 +44,13 @@ import { http } from "../../gen/google/api/annotations_pb.ts";
 import type { HttpRule } from "../../gen/google/api/http_pb.ts";
 import { httpStatusKey } from "../context.ts";
 import { applyInterceptors } from "../interceptors.ts";
-import { rpcStatus, toRpcStatus } from "../status.ts";
+import {
+  bodyTooLarge,
+  type RpcStatusReply,
+  rpcStatus,
+  toRpcStatus,
+  unsupportedMediaType,
+} from "../status.ts";
 import { buildRequestMessage, findField, type RequestBinding } from "./request.ts";
 import { type PathVariable, parsePathTemplate } from "./template.ts";
 
@@ -177,7 +184,18 @@ export function registerRest(
     app.register(
       async (scope) => {
         scope.removeAllContentTypeParsers();
-        scope.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
+        // Bodies are JSON (UTF-8, RFC 8259): `application/json`, with or without `charset=utf-8`. Any
+        // other type, or a body without a type, is 415 before it is read; an empty body needs no type.
+        scope.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+          const charset = charsetOf(req.headers["content-type"]);
+          if (charset !== undefined && charset !== "utf-8") {
+            done(new UnsupportedMediaType(`charset ${charset} is not supported; send UTF-8 JSON`));
+          } else done(null, body);
+        });
+        scope.addContentTypeParser("*", (req, _payload, done) => {
+          if (req.headers["content-length"] === "0") done(null, undefined);
+          else done(new UnsupportedMediaType(mediaTypeProblem(req.headers["content-type"])));
+        });
         if (prefix !== "") {
           scope.setNotFoundHandler((req, reply) => {
             sendStatus(
@@ -209,19 +227,37 @@ function pathOf(url: string): string {
   return q < 0 ? url : url.slice(0, q);
 }
 
-function sendStatus(reply: FastifyReply, s: { httpStatus: number; body: unknown }): void {
+function sendStatus(reply: FastifyReply, s: RpcStatusReply): void {
   reply
     .code(s.httpStatus)
+    .headers(s.headers)
     .header("content-type", "application/json; charset=utf-8")
     .send(JSON.stringify(s.body));
 }
 
+/** A body in a media type REST does not read (answered 415). */
+class UnsupportedMediaType extends Error {}
+
+/** The charset parameter of a Content-Type, lower-cased (undefined when absent). */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const match = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? "");
+  return match?.[1].toLowerCase();
+}
+
+function mediaTypeProblem(contentType: string | undefined): string {
+  return contentType === undefined
+    ? "a request body needs Content-Type: application/json"
+    : `Content-Type ${contentType.split(";", 1)[0].trim()} is not supported; send application/json`;
+}
+
 /** Errors Fastify raises itself before our handler runs (body too large, aborted body, ...). */
-function fastifyErrorStatus(err: unknown, req: FastifyRequest): ReturnType<typeof rpcStatus> {
+function fastifyErrorStatus(err: unknown, req: FastifyRequest): RpcStatusReply {
+  if (err instanceof UnsupportedMediaType) return unsupportedMediaType(err.message);
   const status = (err as { statusCode?: unknown }).statusCode;
   if (typeof status === "number" && status >= 400 && status < 500) {
     if (status === 404) return rpcStatus(Code.NOT_FOUND, "not found");
-    if (status === 413) return rpcStatus(Code.RESOURCE_EXHAUSTED, "request body too large");
+    if (status === 413) return bodyTooLarge(req.routeOptions.bodyLimit);
+    if (status === 415) return unsupportedMediaType(mediaTypeProblem(req.headers["content-type"]));
     return rpcStatus(Code.INVALID_ARGUMENT, (err as Error).message || "bad request");
   }
   return toRpcStatus(err, req.log, "REST request failed");
@@ -306,6 +342,8 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
           message,
         });
       } catch (e) {
+        // headers an error carries (e.g. Idempotent-Replayed), as the connect protocols send them
+        if (e instanceof ConnectError) e.metadata.forEach((v, k) => void reply.header(k, v));
         sendStatus(reply, toRpcStatus(e, request.log, what));
         return;
       }

@@ -7,6 +7,7 @@ import { INSTANCE, InstanceEvent } from "../instance/events.ts";
 import { MEMBERSHIP, MembershipEvent } from "../membership/events.ts";
 import { PROJECT, ProjectEvent } from "../project/events.ts";
 import { USER, UserEvent } from "../user/events.ts";
+import { cascadeRemoveUserGrant, type UserGrantRow } from "../usergrant/commands.ts";
 import {
   ORG,
   ORG_DOMAIN_CONSTRAINT,
@@ -190,7 +191,9 @@ function defaultOrgOf(instanceEvents: StoredEvent[]): string | undefined {
 
 /**
  * Removes an organization and, in the same push, its users, projects and the memberships in its
- * context, in its projects' contexts or of its users. The instance's default organization stays.
+ * context, in its projects' contexts or of its users; the user grants of its users, of its projects and
+ * those it gave; the project grants it received. The instance's default organization and the organization
+ * of the management project stay.
  */
 export async function removeOrg(
   eventStore: EventStore,
@@ -202,6 +205,15 @@ export async function removeOrg(
     const instance = await tx.load(INSTANCE, cmd.instanceId);
     if (defaultOrgOf(instance) === cmd.orgId) {
       throw new FailedPreconditionError("the instance's default organization cannot be deleted");
+    }
+    const management = await tx.query(
+      "SELECT 1 FROM projects p JOIN instances i ON i.id = p.instance_id AND i.iam_project_id = p.id WHERE p.instance_id = $1 AND p.org_id = $2",
+      [cmd.instanceId, cmd.orgId],
+    );
+    if (management.length > 0) {
+      throw new FailedPreconditionError(
+        "the organization holds the instance's management project and cannot be deleted",
+      );
     }
     const events: NewEvent[] = [];
     const memberships = await tx.query<{
@@ -231,6 +243,30 @@ export async function removeOrg(
         uniqueConstraints: [
           { action: "remove", type: "membership", field: `${m.context_type}:${m.context_id}:${m.user_id}` },
         ],
+      });
+    }
+    // User grants of its users, of its projects and those it gave through project grants; project grants
+    // it received on other organizations' projects.
+    const userGrants = await tx.query<UserGrantRow>(
+      `SELECT id, user_id, project_id, project_grant_id, org_id, role_keys FROM user_grants
+       WHERE instance_id = $1 AND (org_id = $2
+         OR user_id IN (SELECT id FROM users WHERE instance_id = $1 AND org_id = $2)
+         OR project_id IN (SELECT id FROM projects WHERE instance_id = $1 AND org_id = $2))
+       ORDER BY id`,
+      [cmd.instanceId, cmd.orgId],
+    );
+    for (const g of userGrants) events.push(cascadeRemoveUserGrant(g, "org_removed"));
+    const received = await tx.query<{ id: string; project_id: string; org_id: string }>(
+      "SELECT id, project_id, org_id FROM project_grants WHERE instance_id = $1 AND granted_org_id = $2 ORDER BY id",
+      [cmd.instanceId, cmd.orgId],
+    );
+    for (const g of received) {
+      events.push({
+        aggregateType: PROJECT,
+        aggregateId: g.project_id,
+        resourceOwner: g.org_id,
+        type: ProjectEvent.grantCascadeRemoved,
+        payload: { grant_id: g.id, granted_org_id: cmd.orgId },
       });
     }
     const users = await tx.query<{ id: string; username: string }>(

@@ -30,11 +30,17 @@ export async function holdUser(tx: Queryable, instanceId: string, userId: string
 
 /**
  * In the removal of an organization, before reading what it contains: the organization, then its users
- * (always in this order — organization before user — as the FOR SHARE side does, so no deadlock).
+ * and its projects (always in this order — organization, user, project — as the FOR SHARE side does, so no
+ * deadlock).
  */
 export async function lockOrgForRemoval(tx: Queryable, instanceId: string, orgId: string): Promise<void> {
   await tx.query("SELECT 1 FROM orgs WHERE instance_id = $1 AND id = $2 FOR UPDATE", [instanceId, orgId]);
   await tx.query("SELECT 1 FROM users WHERE instance_id = $1 AND org_id = $2 FOR UPDATE", [
+    instanceId,
+    orgId,
+  ]);
+  // then its projects (user grants and project grants hold them FOR SHARE / FOR UPDATE: project/locks.ts)
+  await tx.query("SELECT 1 FROM projects WHERE instance_id = $1 AND org_id = $2 FOR UPDATE", [
     instanceId,
     orgId,
   ]);

@@ -1,11 +1,13 @@
 import type { Projection } from "../../eventstore/types.ts";
 import { actionsProjection } from "./actions.ts";
+import { appsProjection } from "./apps.ts";
 import { instancesProjection } from "./instances.ts";
 import { membershipsProjection } from "./memberships.ts";
 import { orgsProjection } from "./orgs.ts";
 import { projectsProjection } from "./projects.ts";
 import { sessionsProjection } from "./sessions.ts";
 import { settingsProjection } from "./settings.ts";
+import { userGrantsProjection } from "./user_grants.ts";
 import { usersProjection } from "./users.ts";
 
 /** Every inline projection; the event store runs them in the transaction of each append. */
@@ -18,4 +20,6 @@ export const projections: Projection[] = [
   settingsProjection,
   sessionsProjection,
   actionsProjection,
+  appsProjection,
+  userGrantsProjection,
 ];

@@ -250,8 +250,9 @@ describe("memberships", () => {
       ).status,
       403,
     );
+    const targetA = await member("target-a", orgA);
     const inA = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgA}`, {
-      json: { user_id: target.userId, roles: ["ORG_OWNER_VIEWER"] },
+      json: { user_id: targetA.userId, roles: ["ORG_OWNER_VIEWER"] },
       token: a.token,
     });
     assert.equal(inA.status, 201, inA.text);
@@ -307,6 +308,94 @@ describe("memberships", () => {
     const afterRemoval = await rest("POST", `${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, { token: a.token });
     assert.equal(afterRemoval.json.result.length, 0, `${idsInB} before, none after the removal`);
     assert.equal((await rest("POST", `${MEMBERSHIPS}/_search`, { token: null })).status, 401);
+  });
+
+  it("a user the caller may not read is answered like an unknown user; readers may add other orgs' users", async () => {
+    const ownerB = await addMachineUser(platform, {
+      username: "probe-b-owner",
+      orgId: orgB,
+      membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER"] },
+    });
+    const userOfA = await member("probed-a", orgA);
+    // B's owner cannot read A's user: GET answers 404 ...
+    assert.equal(
+      (await rest("GET", `/resources/v3alpha/users/${userOfA.userId}`, { token: ownerB.token })).status,
+      404,
+    );
+    // ... and so does CreateMembership, exactly as for an ID that exists nowhere; nothing is stored.
+    const before = await eventCount(platform);
+    const attempt = (userId: string) =>
+      rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+        json: { user_id: userId, roles: ["ORG_OWNER_VIEWER"] },
+        token: ownerB.token,
+      });
+    const unknown = await attempt(newId());
+    const foreign = await attempt(userOfA.userId);
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.deepEqual(unknown.json, { code: 5, message: "user not found", details: [] });
+    assert.equal(foreign.status, unknown.status, foreign.text);
+    assert.deepEqual(foreign.json, unknown.json);
+    assert.equal(await eventCount(platform), before);
+    // The same over gRPC.
+    const client = createClient(PlatformMemberships, createGrpcTransport({ baseUrl: platform.url }));
+    const grpcError = async (userId: string) => {
+      try {
+        await client.createMembership(
+          {
+            ctx: { context: { case: "orgId", value: orgB } },
+            membership: { userId, roles: ["ORG_OWNER_VIEWER"] },
+          },
+          { headers: { authorization: `Bearer ${ownerB.token}` } },
+        );
+      } catch (e) {
+        return e instanceof ConnectError ? [e.code, e.rawMessage] : e;
+      }
+      return "created";
+    };
+    assert.deepEqual(await grpcError(newId()), [Code.NotFound, "user not found"]);
+    assert.deepEqual(await grpcError(userOfA.userId), [Code.NotFound, "user not found"]);
+    // Searching by user ID tells nothing either: no membership of B for both.
+    for (const userId of [newId(), userOfA.userId]) {
+      const found = await rest("POST", `${MEMBERSHIPS}/_search`, {
+        json: [{ user: { user_id: userId } }],
+        token: ownerB.token,
+      });
+      assert.equal(found.status, 200, found.text);
+      assert.equal(found.json.details.total_result, "0");
+    }
+    assert.equal(await eventCount(platform), before);
+
+    // Cross-organization memberships are a feature for callers who may read the user: the IAM_OWNER adds
+    // A's user to B; B's owner then sees that membership in its organization.
+    const crossOrg = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      json: { user_id: userOfA.userId, roles: ["ORG_OWNER"] },
+    });
+    assert.equal(crossOrg.status, 201, crossOrg.text);
+    const seen = await rest("POST", `${MEMBERSHIPS}/_search?ctx.org_id=${orgB}`, {
+      json: [{ user: { user_id: userOfA.userId } }],
+      token: ownerB.token,
+    });
+    assert.deepEqual(
+      seen.json.result.map((m: Json) => m.details.id),
+      [crossOrg.json.details.id],
+    );
+    // A user is readable to itself: A's user, now owner of B, gets ALREADY_EXISTS for itself, not 404.
+    const self = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      json: { user_id: userOfA.userId, roles: ["ORG_OWNER_VIEWER"] },
+      token: userOfA.token,
+    });
+    assert.equal(self.status, 409, self.text);
+    // An IAM_ORG_MANAGER (user.read everywhere) may add other organizations' users too.
+    const manager = await addMachineUser(platform, {
+      username: "probe-org-manager",
+      orgId: orgB,
+      membership: { contextType: "instance", roles: ["IAM_ORG_MANAGER"] },
+    });
+    const byManager = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      json: { user_id: (await member("managed-a", orgA)).userId, roles: ["ORG_OWNER_VIEWER"] },
+      token: manager.token,
+    });
+    assert.equal(byManager.status, 201, byManager.text);
   });
 
   it("deleting a user removes its memberships and frees their contexts", async () => {

@@ -179,6 +179,25 @@ export function membershipsService(deps: ServiceDeps) {
     return { instanceId, creator: caller.userId, row, context };
   }
 
+  /**
+   * The member-to-be `userId` must be a user the caller may read: `user.read` in the user's organization
+   * (the caller's own user counts as readable). A user of another organization can become a member of
+   * this context (cross-organization memberships, e.g. added by an IAM_OWNER or IAM_ORG_MANAGER), but for a
+   * caller who may not read it, it is answered exactly like an unknown ID: same 404, same message, and the
+   * same path (one lookup and one permission check either way), so membership calls reveal no user IDs of
+   * organizations the caller cannot see.
+   */
+  async function requireReadableUser(call: AuthorizedCall, instanceId: string, userId: string) {
+    const rows = await deps.db.query<{ org_id: string }>(
+      "SELECT org_id FROM users WHERE instance_id = $1 AND id = $2",
+      [instanceId, userId],
+    );
+    const userOrg: MemberContext = { type: "org", instanceId, orgId: rows[0]?.org_id ?? "" };
+    const readable = await deps.authorizer.can(call.caller, "user.read", userOrg);
+    const self = call.caller.kind === "user" && call.caller.userId === userId;
+    if (rows.length === 0 || !(readable || self)) throw new NotFoundError("user not found");
+  }
+
   function details(m: MembershipAggregate, stored: StoredEvent[]) {
     const last = stored.filter((e) => e.aggregateType === MEMBERSHIP && e.aggregateId === m.id).at(-1);
     return resourceDetails({
@@ -217,6 +236,7 @@ export function membershipsService(deps: ServiceDeps) {
       const context = await memberContext(call, input.projectId);
       await deps.authorizer.authorize(call.caller, "membership.write", context);
       checkRoles(input.roles, context.type, "membership.roles");
+      await requireReadableUser(call, context.instanceId, input.userId);
       const target = stored(context);
       const id = newId();
       const [event] = await deps.eventStore.push(

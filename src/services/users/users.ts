@@ -1,10 +1,8 @@
-import { createPublicKey } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
-import { exportPKCS8, exportSPKI, generateKeyPair } from "jose";
 import { apiService } from "../../api/register.ts";
 import type { Permission } from "../../auth/permissions.ts";
+import { clientKeyPair, keyFile } from "../../crypto/keys.ts";
 import { hashPassword, verifyPassword } from "../../crypto/password.ts";
 import { randomToken, sha256 } from "../../crypto/tokens.ts";
 import { removeMembershipEvent } from "../../domain/membership/commands.ts";
@@ -36,6 +34,7 @@ import {
   UserType,
 } from "../../domain/user/events.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
+import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
 import { RequestContextSchema } from "../../gen/platform/object/v3alpha/object_pb.ts";
@@ -50,7 +49,7 @@ import { newId } from "../../id.ts";
 import { search, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
-import { listDetails, resourceDetails } from "../mapping.ts";
+import { expiration, listDetails, resourceDetails } from "../mapping.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -66,15 +65,6 @@ const sortColumns: Record<number, string> = {
   [UserFieldName.STATE]: "u.state",
   [UserFieldName.TYPE]: "u.type",
 };
-
-/** A future point in time from an optional Timestamp (undefined: never expires). */
-function expiration(ts: Timestamp | undefined, field: string): string | undefined {
-  if (!ts) return undefined;
-  const at = timestampDate(ts);
-  if (Number.isNaN(at.getTime())) throw new InvalidArgumentError("is not a valid timestamp", field);
-  if (at.getTime() <= Date.now()) throw new InvalidArgumentError("must be in the future", field);
-  return at.toISOString();
-}
 
 /** "" and undefined are "not given". */
 const given = (value: string | undefined): string | undefined => (value === "" ? undefined : value);
@@ -318,8 +308,15 @@ export function usersService(deps: ServiceDeps) {
           "SELECT id, context_type, context_id, org_id FROM memberships WHERE instance_id = $1 AND user_id = $2",
           [call.context.type === "system" ? "" : call.context.instanceId, user.id],
         );
+        const grants = await userGrantsWhere(
+          tx,
+          call.context.type === "system" ? "" : call.context.instanceId,
+          "user_id",
+          [user.id],
+        );
         return [
           removeUserEvent(user),
+          ...grants.map((g) => cascadeRemoveUserGrant(g, "user_removed")),
           ...memberships.map((m) =>
             removeMembershipEvent(
               m.id,
@@ -436,31 +433,10 @@ export function usersService(deps: ServiceDeps) {
         throw new FailedPreconditionError("machine credentials exist only for machine users");
       const expires = expiration(req.key?.expirationDate, "key.expiration_date");
       const keyId = newId();
-      let publicKey: string;
-      let keyContent = new Uint8Array();
-      if (req.key?.publicKey !== undefined) {
-        try {
-          const key = createPublicKey(req.key.publicKey);
-          if (!["rsa", "ec", "ed25519"].includes(key.asymmetricKeyType ?? ""))
-            throw new Error("unsupported key type");
-          publicKey = key.export({ type: "spki", format: "pem" }).toString();
-        } catch {
-          throw new InvalidArgumentError(
-            "must be a PEM encoded RSA, EC or Ed25519 public key",
-            "key.public_key",
-          );
-        }
-      } else {
-        const pair = await generateKeyPair("RS256", { modulusLength: 2048, extractable: true });
-        publicKey = await exportSPKI(pair.publicKey);
-        const file = {
-          type: "serviceaccount",
-          keyId,
-          key: await exportPKCS8(pair.privateKey),
-          userId: req.id,
-        };
-        keyContent = new Uint8Array(Buffer.from(JSON.stringify(file)));
-      }
+      const { publicKey, privateKey } = await clientKeyPair(req.key?.publicKey, "key.public_key");
+      const keyContent = privateKey
+        ? keyFile({ type: "serviceaccount", keyId, key: privateKey, userId: req.id })
+        : new Uint8Array();
       const payload: KeyAddedPayload = { key_id: keyId, public_key: publicKey, expiration: expires };
       const details = await onUser(
         call,

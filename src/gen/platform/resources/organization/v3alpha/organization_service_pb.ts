@@ -699,8 +699,9 @@ export const PlatformOrganizations: GenService<{
     output: typeof PatchOrganizationResponseSchema;
   },
   /**
-   * Deletes an organization with its users, projects and memberships (permission org.delete in the
-   * organization). The instance's default organization cannot be deleted (FAILED_PRECONDITION).
+   * Deletes an organization with its users, projects, memberships and user grants, and the project grants
+   * it received (permission org.delete in the organization). The instance's default organization and the
+   * organization of the management project cannot be deleted (FAILED_PRECONDITION).
    *
    * @generated from rpc platform.resources.organization.v3alpha.PlatformOrganizations.DeleteOrganization
    */

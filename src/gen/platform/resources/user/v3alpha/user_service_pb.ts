@@ -1927,8 +1927,8 @@ export const PlatformUsers: GenService<{
     output: typeof PatchUserResponseSchema;
   },
   /**
-   * Deletes a user with its credentials, metadata and memberships (permission user.delete); the username
-   * becomes free again.
+   * Deletes a user with its credentials, metadata, memberships and user grants (permission user.delete);
+   * the username becomes free again.
    *
    * @generated from rpc platform.resources.user.v3alpha.PlatformUsers.DeleteUser
    */

@@ -1,0 +1,97 @@
+/**
+ * Telling "the database cannot be reached" apart from every other database error, so that the API answers
+ * it with UNAVAILABLE (503, retry later) instead of INTERNAL (500, give up): the database is restarting, a
+ * failover is in progress, the network is cut, the pool cannot get a connection in time, or the embedded
+ * database was closed (shutdown).
+ *
+ * `withAvailabilityErrors(db)` wraps a Database so that such failures come out as
+ * `DatabaseUnavailableError` (the driver's error kept as `cause`, for the log only). Only errors of the
+ * database are classified this way, so a refused connection of some other outbound call never reads as
+ * "database unavailable".
+ */
+import type { Database, Queryable, Row } from "./database.ts";
+
+/** The database cannot be reached right now; retrying later may succeed. */
+export class DatabaseUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super("database unavailable", { cause });
+    this.name = "DatabaseUnavailableError";
+  }
+}
+
+/** Socket errors of a connection to the server (refused, reset, timed out, unreachable, name lookup). */
+const NETWORK_ERRORS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EHOSTDOWN",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+]);
+
+/**
+ * SQLSTATEs of a server that is going away or not accepting connections: class 08 (connection exception)
+ * is matched by prefix; 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up,
+ * recovery), 53300 too_many_connections.
+ */
+const UNAVAILABLE_STATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+
+/** Messages of pg, pg-pool and PGlite that carry no code. */
+const UNAVAILABLE_MESSAGES = [
+  /^Connection terminated/, // pg: socket closed under a query; "... due to connection timeout"
+  /^timeout exceeded when trying to connect$/, // pg-pool: no connection within connectionTimeoutMillis
+  /^timeout expired$/, // pg: the server accepted no connection within connectionTimeoutMillis
+  /is not queryable$/, // pg: a client whose connection failed or that was closed
+  /^Cannot use a pool after calling end on the pool$/, // pg-pool during shutdown
+  /^PGlite is closed$/, // PGlite after close()
+];
+
+/** Whether a database driver error means "cannot reach the database" (see the constants above). */
+export function isConnectionFailure(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailableError) return true;
+  if (typeof error !== "object" || error === null) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") {
+    if (NETWORK_ERRORS.has(code) || UNAVAILABLE_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+  }
+  // Connecting to a name with several addresses (localhost: ::1 and 127.0.0.1) fails with all of them.
+  if (error instanceof AggregateError && error.errors.length > 0 && error.errors.every(isConnectionFailure)) {
+    return true;
+  }
+  const message = error instanceof Error ? error.message : "";
+  return UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message));
+}
+
+function classified(error: unknown): unknown {
+  return !(error instanceof DatabaseUnavailableError) && isConnectionFailure(error)
+    ? new DatabaseUnavailableError(error)
+    : error;
+}
+
+async function classifying<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw classified(error);
+  }
+}
+
+/** `db` with its connectivity failures thrown as DatabaseUnavailableError; everything else unchanged. */
+export function withAvailabilityErrors<D extends Database>(db: D): D {
+  const wrapped: Database = {
+    get kind() {
+      return db.kind;
+    },
+    query: <T extends Row = Row>(sql: string, params?: readonly unknown[]) =>
+      classifying(() => db.query<T>(sql, params)),
+    exec: (sql: string) => classifying(() => db.exec(sql)),
+    transaction: <T>(fn: (tx: Queryable) => Promise<T>) => classifying(() => db.transaction(fn)),
+    close: () => db.close(),
+  };
+  // Anything else the implementation offers (e.g. the pool of PostgreSQL) stays reachable.
+  return Object.setPrototypeOf(wrapped, db) as D;
+}
