@@ -431,4 +431,23 @@ describe("OIDC errors", () => {
       assert.equal(viaJwt.status, 200, viaJwt.text);
     });
   });
+
+  describe("a database that cannot be reached", () => {
+    it("answers 503 temporarily_unavailable with Retry-After, never the driver's message", async () => {
+      const down = await startPlatform({ listen: true });
+      try {
+        await down.db.close();
+        const r = await postForm(
+          `${down.url}/oauth/v2/token`,
+          { grant_type: "client_credentials" },
+          basic("svc", "x"),
+        );
+        assertOAuthError(r, 503, "temporarily_unavailable");
+        assert.equal(r.headers.get("retry-after"), "5");
+        assert.doesNotMatch(r.text, /PGlite|pool|closed|ECONN/);
+      } finally {
+        await down.stop().catch(() => {});
+      }
+    });
+  });
 });

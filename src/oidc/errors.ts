@@ -73,6 +73,13 @@ export class InvalidTarget extends OAuthError {
   }
 }
 
+/** The database cannot be reached right now: 503 with Retry-After; retrying later may succeed. */
+export class TemporarilyUnavailable extends OAuthError {
+  constructor(description = "temporarily unavailable; retry later") {
+    super("temporarily_unavailable", 503, description);
+  }
+}
+
 /** An unexpected condition; the description never carries internals. */
 export class ServerError extends OAuthError {
   constructor(description = "unexpected condition; try again later") {

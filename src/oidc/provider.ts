@@ -6,6 +6,7 @@ import { SETTINGS } from "../domain/settings/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
+import { isConnectionFailure } from "../storage/availability.ts";
 import type { Database } from "../storage/database.ts";
 import { accessTokenVerifier } from "./api-verifier.ts";
 import { ClientRegistry } from "./clients.ts";
@@ -16,7 +17,7 @@ import { introspectionEndpoint } from "./endpoints/introspection.ts";
 import { revocationEndpoint } from "./endpoints/revocation.ts";
 import { tokenEndpoint } from "./endpoints/token.ts";
 import { bearerToken, userinfoEndpoint } from "./endpoints/userinfo.ts";
-import { InvalidRequest, OAuthError, ServerError } from "./errors.ts";
+import { InvalidRequest, OAuthError, ServerError, TemporarilyUnavailable } from "./errors.ts";
 import { formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts";
 import { OidcPath } from "./issuer.ts";
 import { SigningKeys } from "./keys.ts";
@@ -119,6 +120,10 @@ async function routes(
       return sendOAuthError(reply, new InvalidRequest((error as Error).message), "platform").code(
         status === 413 ? 413 : 400,
       );
+    }
+    if (isConnectionFailure(error)) {
+      request.log.error({ err: error }, "oidc request failed: database unavailable");
+      return sendOAuthError(reply.header("retry-after", "5"), new TemporarilyUnavailable(), "platform");
     }
     request.log.error({ err: error }, "oidc request failed");
     return sendOAuthError(reply, new ServerError(), "platform");
