@@ -132,8 +132,8 @@ export function assertOAuthError(
 }
 
 /**
- * A client the way apps will plug in (ClientRegistry.addSource): a test fixture with redirect URIs for the
- * authorization_code and refresh_token grants, until OIDC apps exist.
+ * A client registered through the registry's extension point (ClientRegistry.addSource), for client
+ * configurations the apps API would make tedious to set up one by one (public clients, assertions, grants).
  */
 export function fixtureClient(
   platform: Platform,

@@ -1,8 +1,10 @@
 import { createPublicKey } from "node:crypto";
 import type { CryptoKey, KeyObject } from "jose";
 import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
+import { PROJECT } from "../domain/project/events.ts";
 import { USER, UserEvent, UserState, UserType } from "../domain/user/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import { appByClientId } from "../query/apps.ts";
 import type { Queryable } from "../storage/database.ts";
 
 export type ClientAuthMethod = "client_secret_basic" | "client_secret_post" | "private_key_jwt" | "none";
@@ -41,6 +43,10 @@ export interface OidcClient {
   projectId?: string;
   /** The project's `project_role_assertion`: roles in userinfo / introspection without a roles scope. */
   projectRoleAssertion?: boolean;
+  /** The project's `project_role_check`: only users with a grant may log in (authorization endpoint). */
+  projectRoleCheck?: boolean;
+  /** OIDC apps: web, user agent or native (redirect URI rules of the authorization endpoint). */
+  appType?: "web" | "user_agent" | "native";
   /** False for a locked / deactivated machine user or an inactive app: authentication fails. */
   active: boolean;
   authMethods: ReadonlySet<ClientAuthMethod>;
@@ -89,9 +95,7 @@ const CLIENT_CHANGING = new Set<string>([
 /**
  * Resolves a `client_id` to its client, asking each source in turn (apps, then machine users), cached
  * briefly: this process's own changes apply at once, other processes' within CLIENT_CACHE_MS.
- *
- * Extension point: OIDC and API apps plug in with `addSource(appClientSource(db))` (one indexed query by
- * (instance_id, client_id)) and `invalidate()` on their events — see `createOidcProvider` in ./provider.ts.
+ * Further kinds of clients plug in with `addSource` (asked first).
  */
 export class ClientRegistry {
   private readonly sources: ClientSource[] = [];
@@ -100,11 +104,13 @@ export class ClientRegistry {
 
   constructor(db: Queryable, eventStore?: EventStore) {
     this.machines = machineUserClientSource(db);
-    this.sources.push(this.machines);
+    this.sources.push(appClientSource(db), this.machines);
     eventStore?.onCommitted((events) => {
       for (const e of events) {
         if (e.aggregateType === USER && CLIENT_CHANGING.has(e.type)) this.invalidate(e.instanceId);
         if (e.aggregateType === INSTANCE && e.type === InstanceEvent.removed) this.invalidate(e.instanceId);
+        // Apps, their keys and secrets, and the project settings they carry are events of the project.
+        if (e.aggregateType === PROJECT) this.invalidate(e.instanceId);
       }
     });
   }
@@ -228,4 +234,47 @@ export async function machineKeys(
     key: createPublicKey(row.public_key),
     expiresAt: row.expires_at ? new Date(row.expires_at) : undefined,
   }));
+}
+
+/**
+ * OIDC and API apps of projects as clients (src/query/apps.ts: one indexed query by (instance_id,
+ * client_id) with the project's settings and the app's keys). An app authenticates with its one auth
+ * method; API apps have no grant (they introspect); the audience of an app's tokens holds its project.
+ */
+export function appClientSource(db: Queryable): ClientSource {
+  return async (instanceId, clientId) => {
+    const app = await appByClientId(db, instanceId, clientId);
+    if (!app) return undefined;
+    const keys = app.keys.map((k) => ({
+      kid: k.id,
+      key: createPublicKey(k.publicKey),
+      expiresAt: k.expiresAt,
+    }));
+    const oidc = app.oidc;
+    return {
+      kind: "app",
+      id: app.appId,
+      clientId: app.clientId,
+      instanceId,
+      orgId: app.orgId,
+      projectId: app.projectId,
+      projectRoleAssertion: app.projectRoleAssertion,
+      projectRoleCheck: app.projectRoleCheck,
+      appType: oidc?.appType,
+      active: true,
+      authMethods: new Set([app.authMethod]),
+      secretHash: app.clientSecretHash ?? undefined,
+      publicKeys: async (kid) => (kid === undefined ? keys : keys.filter((k) => k.kid === kid)),
+      grantTypes: new Set(oidc?.grantTypes ?? []),
+      responseTypes: oidc?.responseTypes ?? [],
+      redirectUris: oidc?.redirectUris ?? [],
+      postLogoutRedirectUris: oidc?.postLogoutRedirectUris ?? [],
+      accessTokenType: oidc?.accessTokenType === "jwt" ? "jwt" : "opaque",
+      idTokenUserinfoAssertion: oidc?.idTokenUserinfoAssertion ?? false,
+      accessTokenRoleAssertion: oidc?.accessTokenRoleAssertion ?? false,
+      idTokenRoleAssertion: oidc?.idTokenRoleAssertion ?? false,
+      clockSkewSeconds: (oidc?.clockSkewMs ?? 0) / 1000,
+      devMode: oidc?.devMode ?? false,
+    };
+  };
 }

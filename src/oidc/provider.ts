@@ -22,7 +22,7 @@ import { formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts"
 import { OidcPath } from "./issuer.ts";
 import { SigningKeys } from "./keys.ts";
 import { TokenStore } from "./token-store.ts";
-import { noUserGrants } from "./user-grants.ts";
+import { userGrantsFromReadModel } from "./user-grants.ts";
 
 export interface OidcProviderDeps {
   config: Config;
@@ -51,12 +51,8 @@ const SWEEP_INTERVAL_MS = 15 * 60_000;
 
 export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
   const tokens = new TokenStore(deps.db);
+  // Clients: OIDC and API apps, then machine users (clients.ts).
   const clients = new ClientRegistry(deps.db, deps.eventStore);
-  // APPS (branch i9-projects): OIDC and API apps are clients too. Add their source here, asked before machine
-  // users: clients.addSource(appClientSource(deps.db)) — one indexed query by (instance_id, client_id)
-  // building an OidcClient (kind "app", projectId, authMethods from auth_method, secretHash, publicKeys from
-  // the app keys, grantTypes, redirect URIs, access_token_type, the assertions, clock_skew) — and call
-  // clients.invalidate(instanceId) on app and project events (eventStore.onCommitted).
   const ctx: OidcContext = {
     config: deps.config,
     db: deps.db,
@@ -65,8 +61,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     keys: new SigningKeys(deps.db, deps.masterKey),
     clients,
     tokens,
-    // USER GRANTS (branch i9-projects): replace with a source reading the user grants read model.
-    userGrants: noUserGrants,
+    userGrants: userGrantsFromReadModel(deps.db),
     lifetimes: { ...defaultLifetimes },
   };
 

@@ -1,3 +1,6 @@
+import { userGrantsOf } from "../query/user_grants.ts";
+import type { Queryable } from "../storage/database.ts";
+
 /** One user grant: roles a user holds in a project, given by an organization. */
 export interface UserGrant {
   projectId: string;
@@ -18,9 +21,15 @@ export type UserGrantSource = (
 ) => Promise<UserGrant[]>;
 
 /**
- * PLACEHOLDER until user grants exist (branch i9-projects): no grants, so no role claims. Replace it in
- * `createOidcProvider` (./provider.ts) with one query on the user grants read model, e.g.
- * `SELECT project_id, org_id, o.primary_domain, role_keys FROM user_grants g JOIN orgs o ...
- *  WHERE g.instance_id = $1 AND g.user_id = $2 AND g.project_id = ANY($3) AND g.state = active`.
+ * The user grants read model (src/query/user_grants.ts: one query; grants through a deactivated project
+ * grant do not count).
  */
-export const noUserGrants: UserGrantSource = async () => [];
+export function userGrantsFromReadModel(db: Queryable): UserGrantSource {
+  return async (instanceId, userId, projectIds) =>
+    (await userGrantsOf(db, instanceId, userId, projectIds)).map((g) => ({
+      projectId: g.projectId,
+      orgId: g.orgId,
+      orgPrimaryDomain: g.orgPrimaryDomain,
+      roles: g.roleKeys,
+    }));
+}
