@@ -8,6 +8,7 @@ import { organizationsService } from "./organizations/organizations.ts";
 import { sessionsService } from "./sessions/sessions.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
+import { loginSettingsService } from "./settings/login.ts";
 import { usersService } from "./users/users.ts";
 
 /** Every API service Platform serves. */
@@ -16,6 +17,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
   const services: ApiService[] = [
     featureSettingsService(deps),
     languageSettingsService(deps),
+    loginSettingsService(deps),
     usersService(deps),
     membershipsService(deps),
     sessionsService(deps),
