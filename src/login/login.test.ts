@@ -121,7 +121,7 @@ describe("login UI over HTTP", () => {
     const otherPage = await other.follow("/ui/login/loginname");
     const fields = formOf(loginPage.text, "/ui/login/loginname");
     const before = await eventCount(platform);
-    const attempts = [
+    const attempts: Record<string, string>[] = [
       { ...fields, csrf: "" },
       { ...fields, csrf: formOf(otherPage.text, "/ui/login/loginname").csrf },
       { authRequest: authRequest.id },
