@@ -236,7 +236,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
                 ? { status: 403, message: "error.requestOtherBrowser" }
                 : undefined;
         if (problem) {
-          await sendMessage(login, request, reply, { ...problem, title: "error.title" });
+          await sendMessage(login, request, reply, { ...problem, title: "error.title", link: backToSignIn });
           return undefined;
         }
         return found;
@@ -303,6 +303,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
             status: 400,
             title: "error.title",
             message: "error.requestDone",
+            link: backToSignIn,
           });
         }
         if (done.clientId === "") return reply.redirect("/", request.method === "POST" ? 303 : 302);
