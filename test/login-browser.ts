@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type Browser, chromium, type Page } from "playwright-core";
 import type { AuthRequestInput } from "../src/login/index.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
 
@@ -95,21 +95,17 @@ export interface AxeViolation {
  */
 export async function axeViolations(page: Page): Promise<AxeViolation[]> {
   await page.evaluate(axeSource);
-  return page.evaluate(async () => {
-    // biome-ignore lint/suspicious/noExplicitAny: axe is the script evaluated above
-    const axe = (window as any).axe;
-    const result = await axe.run(document, {
+  return (await page.evaluate(`(async () => {
+    const result = await window.axe.run(document, {
       runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] },
     });
-    return result.violations.map(
-      (v: { id: string; impact: string; help: string; nodes: { target: string[] }[] }) => ({
-        id: v.id,
-        impact: v.impact,
-        help: v.help,
-        targets: v.nodes.map((n) => n.target.join(" ")),
-      }),
-    );
-  });
+    return result.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      targets: v.nodes.map((n) => n.target.join(" ")),
+    }));
+  })()`)) as AxeViolation[];
 }
 
 export interface FocusStop {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { eventCount } from "../../test/helpers.ts";
+import { addMachineUser, eventCount } from "../../test/helpers.ts";
 import {
   addHuman,
   alertOf,
@@ -89,6 +89,20 @@ describe("login UI over HTTP", () => {
       sessions.map((s) => s.id),
       [completion.session.id],
     );
+  });
+
+  it("prefills the login name with login_hint, and a machine user cannot sign in", async () => {
+    const browser = new HttpBrowser(platform.url);
+    const hinted = await createAuthRequest(platform, { loginHint: "alice@platform.localhost" });
+    const page = await browser.follow(`/ui/login?authRequest=${hinted.id}`);
+    assert.match(
+      page.text,
+      /name="loginName" type="text" autocomplete="username"[^>]* value="alice@platform\.localhost"/,
+    );
+
+    await addMachineUser(platform, { username: "robot" });
+    const robot = await signIn(browser, (await createAuthRequest(platform)).id, "robot", WRONG);
+    assert.equal(alertOf(robot.text), "The login name or password is wrong.");
   });
 
   it("gives a wrong password and an unknown login name the same message, and shows the lockout", async () => {

@@ -53,11 +53,14 @@ type Query = Record<string, string | undefined>;
 
 const MAX_FIELD = 1000;
 
-/** One form field: the first value, trimmed unless it is a password, at most MAX_FIELD characters. */
-function field(body: Body | undefined, name: string, options: { trim?: boolean } = {}): string {
-  const raw = body?.[name];
-  const value = (Array.isArray(raw) ? raw[0] : raw) ?? "";
-  return (options.trim === false ? value : value.trim()).slice(0, MAX_FIELD);
+/**
+ * One form field: the first value, trimmed and cut at MAX_FIELD characters; a password (`raw`) as typed
+ * (the form body limit bounds it).
+ */
+function field(body: Body | undefined, name: string, options: { raw?: boolean } = {}): string {
+  const given = body?.[name];
+  const value = (Array.isArray(given) ? given[0] : given) ?? "";
+  return options.raw ? value : value.trim().slice(0, MAX_FIELD);
 }
 
 function stepUrl(step: string, authRequestId?: string): string {
@@ -452,7 +455,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         const tooManyForName = await limited(perName, request, reply, authRequest);
         if (tooManyForName) return tooManyForName;
 
-        const password = field(request.body as Body, "password", { trim: false });
+        const password = field(request.body as Body, "password", { raw: true });
         if (!password) return fail("error.passwordRequired");
 
         let user: CheckedUser | undefined;
@@ -494,7 +497,9 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           if (error instanceof FailedPreconditionError) {
             if (error.message === "user is locked") return fail("error.locked");
             if (error.message === "user is inactive") return fail("error.inactive");
-            return fail("error.invalidCredentials"); // machine users, users without a password
+            // machine users, users without a password: as slow and as worded as a wrong password
+            await login.verifyDummyPassword(password);
+            return fail("error.invalidCredentials");
           }
           if (error instanceof NotFoundError) return fail("error.invalidCredentials");
           throw error;
@@ -648,8 +653,8 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           familyName: field(body, "familyName"),
           email: field(body, "email"),
         };
-        const password = field(body, "password", { trim: false });
-        const confirm = field(body, "passwordConfirm", { trim: false });
+        const password = field(body, "password", { raw: true });
+        const confirm = field(body, "passwordConfirm", { raw: true });
         const errors: Record<string, string> = {};
         for (const [name, value] of Object.entries(values)) if (!value) errors[name] = "field.required";
         if (values.username && /\s/.test(values.username)) errors.username = "field.usernameSpaces";
