@@ -4,6 +4,7 @@
  * cookie-keeping HTTP client that does not follow redirects.
  */
 import assert from "node:assert/strict";
+import http from "node:http";
 import { hashPassword } from "../src/crypto/password.ts";
 import { addHumanEvent } from "../src/domain/user/commands.ts";
 import { newId } from "../src/id.ts";
@@ -86,18 +87,39 @@ export class HttpBrowser {
     private readonly headers: Record<string, string> = {},
   ) {}
 
-  private async send(path: string, init: RequestInit): Promise<Answer> {
+  /** One request over IPv4 (so every request of a test comes from the same client address). */
+  private async send(
+    path: string,
+    init: { method: string; headers?: Record<string, string>; body?: string },
+  ): Promise<Answer> {
     const cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-    const response = await fetch(`${this.base}${path}`, {
-      ...init,
-      redirect: "manual",
-      headers: {
-        accept: "text/html",
-        ...this.headers,
-        ...(cookie ? { cookie } : {}),
-        ...(init.headers as Record<string, string>),
+    const headers: Record<string, string> = {
+      accept: "text/html",
+      ...this.headers,
+      ...(cookie ? { cookie } : {}),
+      ...init.headers,
+    };
+    const response = await new Promise<{ status: number; headers: Headers; text: string }>(
+      (resolve, reject) => {
+        const request = http.request(
+          `${this.base}${path}`,
+          { method: init.method, headers, family: 4 },
+          (res) => {
+            let text = "";
+            res.setEncoding("utf8");
+            res.on("data", (chunk) => (text += chunk));
+            res.on("end", () => {
+              const all = new Headers();
+              for (const [name, value] of Object.entries(res.headers))
+                for (const v of Array.isArray(value) ? value : [value ?? ""]) all.append(name, v);
+              resolve({ status: res.statusCode ?? 0, headers: all, text });
+            });
+          },
+        );
+        request.on("error", reject);
+        request.end(init.body);
       },
-    });
+    );
     for (const header of response.headers.getSetCookie()) {
       this.setCookieHeaders.push(header);
       const [pair, ...attributes] = header.split(";");
@@ -112,7 +134,7 @@ export class HttpBrowser {
     return {
       status: response.status,
       headers: response.headers,
-      text: await response.text(),
+      text: response.text,
       location: location?.startsWith(this.base) ? location.slice(this.base.length) : location,
     };
   }

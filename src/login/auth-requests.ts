@@ -13,7 +13,7 @@
  * recorded by the domains that own it. The protocol side must copy what the token endpoint needs (nonce,
  * code challenge, scope, redirect URI, session) into its code when it issues one: the row may be gone.
  */
-import { newId } from "../id.ts";
+import { randomToken } from "../crypto/tokens.ts";
 import type { Queryable } from "../storage/database.ts";
 
 export const AUTH_REQUEST_LIFETIME_MS = 10 * 60 * 1000;
@@ -197,7 +197,8 @@ export class AuthRequestStore {
        RETURNING *`,
       [
         input.instanceId,
-        newId(),
+        // random, not a snowflake: an unbound request cannot be guessed and claimed by another browser
+        randomToken(16),
         input.clientId,
         input.redirectUri,
         input.responseType,
@@ -226,7 +227,7 @@ export class AuthRequestStore {
    * `expired` is decided by the database's clock.
    */
   async find(instanceId: string, id: string): Promise<(AuthRequest & { expired: boolean }) | undefined> {
-    if (!/^\d{1,30}$/.test(id)) return undefined;
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return undefined;
     const rows = await this.db.query<AuthRequestRow & { expired: boolean }>(
       "SELECT *, expires_at <= now() AS expired FROM auth_requests WHERE instance_id = $1 AND id = $2",
       [instanceId, id],
