@@ -148,6 +148,11 @@ describe("login UI over HTTP", () => {
     const noCookie = new HttpBrowser(platform.url);
     const answer = await noCookie.post("/ui/login/password", { ...fields, password: PASSWORD });
     assert.equal(answer.status, 403);
+    // a body the UI cannot read: a page, not JSON
+    const unreadable = await noCookie.post("/ui/login/password", {}, { "content-type": "application/xml" });
+    assert.equal(unreadable.status, 415);
+    assert.match(unreadable.headers.get("content-type") ?? "", /^text\/html/);
+    assert.match(alertOf(unreadable.text) ?? "", /could not be read/);
     const stored = await platform.login.authRequests.find(instanceId, authRequest.id);
     assert.equal(stored?.loginName, undefined, "the login name was not stored");
     assert.equal(await eventCount(platform), before);

@@ -118,6 +118,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
   const { config, db, eventStore } = login.deps;
 
   app.get("/", async (request, reply) => {
+    reply.header("vary", "Accept, Cookie");
     const accept = String(request.headers.accept ?? "");
     if (!accept.includes("text/html")) {
       return reply.send({
@@ -198,7 +199,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           return sendMessage(login, request, reply, {
             status,
             title: "error.title",
-            message: "error.csrf",
+            message: "error.badRequest",
             link: backToSignIn,
           });
         }
