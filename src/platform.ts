@@ -9,6 +9,7 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
 import type { Config } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
+import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
@@ -30,13 +31,18 @@ export interface Platform {
   /** What the RPC implementations use (also handy in tests). */
   deps: ServiceDeps;
   app: FastifyInstance;
+  /** The login UI and browser sessions (src/login): what the OIDC protocol side plugs into. */
+  login: Login;
   bootstrapResult?: BootstrapResult;
   /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
   close(): Promise<void>;
 }
 
 /** Opens the database, migrates, bootstraps on first start and builds the server (not yet listening). */
-export async function createPlatform(config: Config, options: { db?: Database } = {}): Promise<Platform> {
+export async function createPlatform(
+  config: Config,
+  options: { db?: Database; authRequestCompleter?: AuthRequestCompleter } = {},
+): Promise<Platform> {
   const db = options.db ?? (await openDatabase(config));
   try {
     await migrate(db);
@@ -68,6 +74,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       app,
       services.map((s) => s.service),
     );
+    const login = registerLogin(app, deps, { completer: options.authRequestCompleter });
     await app.ready();
 
     let closing: Promise<void> | undefined;
@@ -81,7 +88,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, deps, app, bootstrapResult, close };
+    return { config, db, eventStore, instances, deps, app, login, bootstrapResult, close };
   } catch (error) {
     await db.close().catch(() => {});
     throw error;
