@@ -81,6 +81,11 @@ const scenarios: Scenario[] = [
     bodies: ['{"default_language":{"key":"de"}}', '{"default_language":{"key":"fr"}}'],
   },
   {
+    name: "GET /ui/login/loginname (login page: language settings + template)",
+    path: "/ui/login/loginname",
+    headers: { accept: "text/html", "accept-language": "de" },
+  },
+  {
     name: "POST /resources/v3alpha/sessions (login: argon2id password check)",
     method: "POST",
     path: "/resources/v3alpha/sessions",

@@ -132,6 +132,7 @@ async function start(config: Config): Promise<number> {
     lines.push(`  log in as "${config.firstInstance.adminUsername}" with the password set on first start`);
   }
   lines.push(`  API reference: ${origin}/docs`);
+  lines.push(`  sign in: ${origin}/ (your account page)`);
   process.stdout.write(`${lines.join("\n")}\n`);
 
   await new Promise<void>((resolve) => {

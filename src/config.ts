@@ -30,6 +30,9 @@ export interface Config {
   maxPasswordAttempts: number;
   /** Shortest password the complexity policy accepts. */
   passwordMinLength: number;
+  /** Login UI: password and registration posts per minute per client IP / per login name; 0 = no limit. */
+  loginAttemptsPerIp: number;
+  loginAttemptsPerName: number;
   /** Certificate chain and key (PEM) when Platform terminates TLS itself. */
   tls?: { cert: Buffer; key: Buffer };
   /** PLATFORM_MASTERKEY (32 bytes): encrypts the OIDC signing keys at rest. See `resolveMasterKey`. */
@@ -144,6 +147,16 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_MAX_CONNECTIONS",
     default: "from the open-file limit",
     description: "open client connections; more are refused (503 on cleartext HTTP/1.1)",
+  },
+  {
+    name: "PLATFORM_LOGIN_ATTEMPTS_PER_IP",
+    default: "300",
+    description: "login UI: sign-in and registration posts per minute per client IP; 0 = no limit",
+  },
+  {
+    name: "PLATFORM_LOGIN_ATTEMPTS_PER_NAME",
+    default: "30",
+    description: "login UI: password posts per minute per login name; 0 = no limit",
   },
 ];
 
@@ -312,6 +325,18 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       str("PLATFORM_PASSWORD_MIN_LENGTH", "8")!,
       1,
       128,
+    ),
+    loginAttemptsPerIp: parseInteger(
+      "PLATFORM_LOGIN_ATTEMPTS_PER_IP",
+      str("PLATFORM_LOGIN_ATTEMPTS_PER_IP", "300")!,
+      0,
+      1_000_000,
+    ),
+    loginAttemptsPerName: parseInteger(
+      "PLATFORM_LOGIN_ATTEMPTS_PER_NAME",
+      str("PLATFORM_LOGIN_ATTEMPTS_PER_NAME", "30")!,
+      0,
+      1_000_000,
     ),
     tls,
     masterKey,

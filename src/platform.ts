@@ -9,6 +9,7 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
 import { type Config, resolveMasterKey } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
+import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
@@ -33,13 +34,18 @@ export interface Platform {
   app: FastifyInstance;
   /** The OpenID Connect provider (keys, clients, tokens; `issueAuthorizationCode` for the login flow). */
   oidc: OidcProvider;
+  /** The login UI and browser sessions (src/login): what the OIDC protocol side plugs into. */
+  login: Login;
   bootstrapResult?: BootstrapResult;
   /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
   close(): Promise<void>;
 }
 
 /** Opens the database, migrates, bootstraps on first start and builds the server (not yet listening). */
-export async function createPlatform(config: Config, options: { db?: Database } = {}): Promise<Platform> {
+export async function createPlatform(
+  config: Config,
+  options: { db?: Database; authRequestCompleter?: AuthRequestCompleter } = {},
+): Promise<Platform> {
   if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
   const db = options.db ?? (await openDatabase(config));
   try {
@@ -85,6 +91,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       app,
       services.map((s) => s.service),
     );
+    const login = registerLogin(app, deps, { completer: options.authRequestCompleter });
     await app.ready();
 
     let closing: Promise<void> | undefined;
@@ -98,7 +105,7 @@ export async function createPlatform(config: Config, options: { db?: Database } 
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, deps, app, oidc, bootstrapResult, close };
+    return { config, db, eventStore, instances, deps, app, oidc, login, bootstrapResult, close };
   } catch (error) {
     await db.close().catch(() => {});
     throw error;

@@ -191,10 +191,12 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
     reply.header("x-content-type-options", "nosniff");
     const type = String(reply.getHeader("content-type") ?? "");
     if (type.startsWith("text/html")) {
-      reply.header(
-        "content-security-policy",
-        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self' https: http:; base-uri 'none'",
-      );
+      // A page may set a stricter policy of its own (the login UI's pages do).
+      if (!reply.hasHeader("content-security-policy"))
+        reply.header(
+          "content-security-policy",
+          "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self' https: http:; base-uri 'none'",
+        );
       reply.header("x-frame-options", "DENY");
       reply.header("referrer-policy", "no-referrer");
       reply.header("cache-control", "no-store");

@@ -10,6 +10,7 @@ import { projectsService } from "./projects/service.ts";
 import { sessionsService } from "./sessions/sessions.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
+import { loginSettingsService } from "./settings/login.ts";
 import { userGrantsService } from "./user-grants/user_grants.ts";
 import { usersService } from "./users/users.ts";
 
@@ -19,6 +20,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
   const services: ApiService[] = [
     featureSettingsService(deps),
     languageSettingsService(deps),
+    loginSettingsService(deps),
     usersService(deps),
     membershipsService(deps),
     sessionsService(deps),

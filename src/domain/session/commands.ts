@@ -318,7 +318,7 @@ function versionOf(sessionId: string, orgId: string, stored: StoredEvent[], curr
 export async function createSession(
   store: EventStore,
   actor: PushContext,
-  input: { user: CheckedUser; password?: string },
+  input: { user: CheckedUser; password?: string; userAgentHash?: string },
   policy: PasswordPolicy,
 ): Promise<SessionVersion & { token: string }> {
   const sessionId = newId();
@@ -329,6 +329,7 @@ export async function createSession(
     password: input.password,
     sessionEvents: () => {
       const added: SessionAddedPayload = { user_id: userId, org_id: orgId, token_hash: sha256(token) };
+      if (input.userAgentHash !== undefined) added.user_agent_hash = input.userAgentHash;
       const events: NewEvent[] = [
         sessionEvent(sessionId, orgId, SessionEvent.added, { ...added }),
         sessionEvent(sessionId, orgId, SessionEvent.userChecked, { user_id: userId }),
@@ -365,17 +366,19 @@ function requireToken(session: SessionState, token: string): void {
 
 /**
  * Adds checks to a session, proven by its token (PERMISSION_DENIED "session token is invalid" otherwise,
- * checked before any password). A user check must name the session's user. No checks: no change.
+ * checked before any password). Without `token` the caller has proven otherwise that the actor holds the
+ * session (the login UI: the session belongs to the browser's user-agent cookie). A user check must name
+ * the session's user. No checks: no change.
  */
 export async function checkSession(
   store: EventStore,
   actor: PushContext,
-  input: { sessionId: string; token: string; user?: CheckedUser; password?: string },
+  input: { sessionId: string; token?: string; user?: CheckedUser; password?: string },
   policy: PasswordPolicy,
 ): Promise<SessionVersion> {
   const { sessionId, token } = input;
   const before = await getSessionState(store, actor.instanceId, sessionId);
-  requireToken(before, token);
+  if (token !== undefined) requireToken(before, token);
   const userId = before.userId!;
   const orgId = before.orgId!;
   if (input.user && input.user.id !== userId)
@@ -388,7 +391,7 @@ export async function checkSession(
     password: input.password,
     prepare: async (tx) => {
       current = await loadSession(tx, sessionId);
-      requireToken(current, token);
+      if (token !== undefined) requireToken(current, token);
     },
     sessionEvents: () => {
       const events: NewEvent[] = [];

@@ -17,6 +17,8 @@ export interface SessionAddedPayload {
   org_id: string;
   /** SHA-256 of the session token, base64url. */
   token_hash: string;
+  /** SHA-256 of the user-agent cookie of the browser that signed in (login UI sessions only). */
+  user_agent_hash?: string;
 }
 
 export interface SessionUserCheckedPayload {

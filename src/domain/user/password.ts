@@ -1,5 +1,28 @@
 import { InvalidArgumentError } from "../../errors.ts";
 
+/** One rule of the password complexity policy. */
+export type PasswordRequirement = "length" | "uppercase" | "lowercase" | "digit" | "symbol";
+
+/** Every rule, in the order they are shown and named. */
+export const passwordRequirements: readonly PasswordRequirement[] = [
+  "length",
+  "uppercase",
+  "lowercase",
+  "digit",
+  "symbol",
+];
+
+/** The rules `password` does not meet (empty when it meets the policy). */
+export function passwordPolicyGaps(password: string, minLength: number): PasswordRequirement[] {
+  const gaps: PasswordRequirement[] = [];
+  if ([...password].length < minLength) gaps.push("length");
+  if (!/\p{Lu}/u.test(password)) gaps.push("uppercase");
+  if (!/\p{Ll}/u.test(password)) gaps.push("lowercase");
+  if (!/\p{Nd}/u.test(password)) gaps.push("digit");
+  if (!/[^\p{L}\p{N}]/u.test(password)) gaps.push("symbol");
+  return gaps;
+}
+
 /**
  * The password complexity policy: at least `minLength` characters (PLATFORM_PASSWORD_MIN_LENGTH, 8 by
  * default) with at least one uppercase letter, one lowercase letter, one digit and one symbol (any
@@ -7,12 +30,14 @@ import { InvalidArgumentError } from "../../errors.ts";
  * never contains the password.
  */
 export function checkPasswordPolicy(password: string, minLength: number, field: string): void {
-  const missing: string[] = [];
-  if ([...password].length < minLength) missing.push(`at least ${minLength} characters`);
-  if (!/\p{Lu}/u.test(password)) missing.push("an uppercase letter");
-  if (!/\p{Ll}/u.test(password)) missing.push("a lowercase letter");
-  if (!/\p{Nd}/u.test(password)) missing.push("a digit");
-  if (!/[^\p{L}\p{N}]/u.test(password)) missing.push("a symbol");
+  const describe: Record<PasswordRequirement, string> = {
+    length: `at least ${minLength} characters`,
+    uppercase: "an uppercase letter",
+    lowercase: "a lowercase letter",
+    digit: "a digit",
+    symbol: "a symbol",
+  };
+  const missing = passwordPolicyGaps(password, minLength).map((gap) => describe[gap]);
   if (missing.length) {
     throw new InvalidArgumentError(`does not meet the password policy: needs ${missing.join(", ")}`, field);
   }

@@ -1,0 +1,50 @@
+/**
+ * `npm run screenshots`: screenshots of every login UI page in light and dark mode at phone and desktop
+ * widths, written to docs/images/login-<page>-<scheme>-<phone|desktop>.png (shown in docs/login.md).
+ * Runs a Platform in this process on a fresh embedded database and Debian's Chromium (CHROMIUM_PATH).
+ */
+import path from "node:path";
+import { startLoginPlatform } from "../test/login.ts";
+import {
+  addWalkUsers,
+  type LoginPageName,
+  launchChromium,
+  startClientApp,
+  visitLoginPages,
+} from "../test/login-browser.ts";
+
+const outDir = path.resolve(import.meta.dirname, "..", "docs", "images");
+const sizes = {
+  phone: { width: 390, height: 844 },
+  desktop: { width: 1200, height: 820 },
+} as const;
+
+const platform = await startLoginPlatform();
+const client = await startClientApp();
+const browser = await launchChromium();
+try {
+  await addWalkUsers(platform);
+  const written: string[] = [];
+  for (const colorScheme of ["light", "dark"] as const) {
+    for (const [size, viewport] of Object.entries(sizes)) {
+      await visitLoginPages(
+        platform,
+        client,
+        browser,
+        { colorScheme, viewport, deviceScaleFactor: 1, locale: "en-US", timezoneId: "Europe/Zurich" },
+        async (name: LoginPageName, page) => {
+          // no text cursor blinking into the picture
+          await page.evaluate("document.activeElement && document.activeElement.blur()");
+          const file = path.join(outDir, `login-${name}-${colorScheme}-${size}.png`);
+          await page.screenshot({ path: file, fullPage: true });
+          written.push(path.relative(process.cwd(), file));
+        },
+      );
+    }
+  }
+  console.log(`wrote ${written.length} screenshots to ${path.relative(process.cwd(), outDir)}`);
+} finally {
+  await browser.close();
+  await client.close();
+  await platform.stop();
+}

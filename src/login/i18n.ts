@@ -1,0 +1,131 @@
+/**
+ * Texts of the login UI: ICU message catalogues per language (./locales/<lang>.json, formatted with
+ * @formatjs/intl) and the choice of language for a request.
+ *
+ * The language is the first of `ui_locales` (the auth request's), then of `Accept-Language` (by
+ * q-value), that the context's restricted languages allow (language settings, src/services/settings/
+ * languages.ts), else the context's default language. Region subtags fall back to their language
+ * (`de-CH` → `de`).
+ *
+ * Adding a language: add ./locales/<lang>.json with every key of en.json (a test checks this) and the
+ * language to `supportedLanguages` (src/domain/settings/languages.ts).
+ */
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { createIntl, createIntlCache, type IntlShape } from "@formatjs/intl";
+import { defaultLanguage, LANGUAGE, supportedLanguages } from "../domain/settings/languages.ts";
+import { resolveSetting, settingsLayers } from "../query/settings.ts";
+import type { Queryable } from "../storage/database.ts";
+
+const localesDir = path.join(import.meta.dirname, "locales");
+
+/** The catalogues, by language: message key → ICU message. */
+export const catalogues: Record<string, Record<string, string>> = Object.fromEntries(
+  supportedLanguages.map((lang) => [
+    lang,
+    JSON.parse(readFileSync(path.join(localesDir, `${lang}.json`), "utf8")) as Record<string, string>,
+  ]),
+);
+
+export type MessageValues = Record<string, string | number>;
+
+/** Formats the texts of one language. */
+export interface Translator {
+  /** The language (`<html lang>`). */
+  lang: string;
+  /** The message `key` with `values` filled in (throws for an unknown key: every text is in the catalogue). */
+  t(key: string, values?: MessageValues): string;
+  /** A date and time in the language's format. */
+  dateTime(date: Date): string;
+}
+
+const cache = createIntlCache();
+const translators = new Map<string, Translator>();
+
+export function translator(lang: string): Translator {
+  const known = translators.get(lang);
+  if (known) return known;
+  const messages = catalogues[lang] ?? catalogues[defaultLanguage];
+  const intl: IntlShape<string> = createIntl(
+    {
+      locale: lang,
+      messages,
+      onError: (error) => {
+        throw error;
+      },
+    },
+    cache,
+  );
+  const made: Translator = {
+    lang,
+    t(key, values) {
+      if (!(key in messages)) throw new Error(`login UI: no message "${key}" in ${lang}`);
+      return intl.formatMessage({ id: key }, values) as string;
+    },
+    dateTime: (date) => intl.formatDate(date, { dateStyle: "medium", timeStyle: "short" }),
+  };
+  translators.set(lang, made);
+  return made;
+}
+
+/** The effective language settings of an instance (or of an organization in it). */
+export interface LanguageChoice {
+  defaultLanguage: string;
+  /** The languages the UI may use, in the settings' order. */
+  allowed: string[];
+}
+
+export async function languageSettings(
+  db: Queryable,
+  instanceId: string,
+  orgId?: string,
+): Promise<LanguageChoice> {
+  const context = orgId
+    ? { type: "org" as const, instanceId, orgId }
+    : { type: "instance" as const, instanceId };
+  const layers = await settingsLayers(db, LANGUAGE, context);
+  const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
+  const restricted = resolveSetting<string[]>(layers, "restricted_languages", owner, [
+    ...supportedLanguages,
+  ]).value;
+  const allowed = restricted.filter((lang) => lang in catalogues);
+  return {
+    defaultLanguage: resolveSetting<string>(layers, "default_language", owner, defaultLanguage).value,
+    allowed: allowed.length ? allowed : [defaultLanguage],
+  };
+}
+
+/** `de-CH;q=0.8` → `de`; undefined for `*` and malformed tags. */
+function primaryLanguage(tag: string): string | undefined {
+  const lang = tag.trim().split(/[-_]/, 1)[0]?.toLowerCase();
+  return lang && /^[a-z]{2,3}$/.test(lang) ? lang : undefined;
+}
+
+/** The languages of an Accept-Language header, best first (q=0 dropped). */
+export function acceptedLanguages(header: string | undefined): string[] {
+  if (!header) return [];
+  return header
+    .split(",")
+    .map((part, index) => {
+      const [tag, ...params] = part.split(";");
+      const q = params.map((p) => p.trim()).find((p) => p.startsWith("q="));
+      const quality = q ? Number(q.slice(2)) : 1;
+      return { lang: primaryLanguage(tag), quality: Number.isFinite(quality) ? quality : 0, index };
+    })
+    .filter((entry) => entry.lang !== undefined && entry.quality > 0)
+    .sort((a, b) => b.quality - a.quality || a.index - b.index)
+    .map((entry) => entry.lang!);
+}
+
+/** The language for a request: ui_locales, then Accept-Language, then the default, within `allowed`. */
+export function chooseLanguage(
+  choice: LanguageChoice,
+  uiLocales: readonly string[],
+  acceptLanguage: string | undefined,
+): string {
+  const allowed = new Set(choice.allowed);
+  const wanted = [...uiLocales.map(primaryLanguage), ...acceptedLanguages(acceptLanguage)];
+  const match = wanted.find((lang) => lang !== undefined && allowed.has(lang));
+  if (match) return match;
+  return allowed.has(choice.defaultLanguage) ? choice.defaultLanguage : choice.allowed[0];
+}

@@ -1,0 +1,200 @@
+/**
+ * The login UI's services for its routes (./routes.ts) and for the OIDC protocol side: the auth request
+ * store, the browser's sessions, the choice of a session for an auth request, sign-out, and sending a
+ * completer's answer (redirect or form_post page) to the browser.
+ */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Config } from "../config.ts";
+import { hashPassword, verifyPassword } from "../crypto/password.ts";
+import { randomToken } from "../crypto/tokens.ts";
+import { type PasswordPolicy, terminateSession } from "../domain/session/commands.ts";
+import { LOGIN, loginDefaults } from "../domain/settings/login.ts";
+import { NotFoundError } from "../errors.ts";
+import type { EventStore } from "../eventstore/eventstore.ts";
+import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
+import { resolveSetting, settingsLayers } from "../query/settings.ts";
+import type { Database } from "../storage/database.ts";
+import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
+import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
+import { chooseLanguage, languageSettings, type Translator, translator } from "./i18n.ts";
+import { type PageContext, sendFormPost } from "./render.ts";
+import {
+  databaseNow,
+  type LoginSession,
+  nextStep,
+  type SessionSelection,
+  selectionFor,
+  sessionsOfUserAgentHash,
+} from "./sessions.ts";
+import { clearUserAgent, ensureUserAgent, readUserAgent, type UserAgent } from "./user-agent.ts";
+
+export interface LoginDeps {
+  config: Config;
+  db: Database;
+  eventStore: EventStore;
+  instances: InstanceDirectory;
+}
+
+export interface LoginOptions {
+  /** The protocol side's hand-off (default: `unavailableCompleter`, until the authorization endpoint exists). */
+  completer?: AuthRequestCompleter;
+}
+
+/** The page the browser sees after sign-out (end_session may send it there). */
+export const SIGNED_OUT_URL = "/ui/login/signedout";
+
+export class Login {
+  readonly authRequests: AuthRequestStore;
+  completer: AuthRequestCompleter;
+  private dummyHash?: Promise<string>;
+
+  constructor(
+    readonly deps: LoginDeps,
+    options: LoginOptions = {},
+  ) {
+    this.authRequests = new AuthRequestStore(deps.db);
+    this.completer = options.completer ?? unavailableCompleter;
+  }
+
+  get policy(): PasswordPolicy {
+    return { maxPasswordAttempts: this.deps.config.maxPasswordAttempts };
+  }
+
+  /** The instance of the request (the server resolved it from the Host header). */
+  instanceId(request: FastifyRequest): string {
+    const id = request.scope.instanceId;
+    if (!id) throw new NotFoundError("instance not found");
+    return id;
+  }
+
+  async instance(request: FastifyRequest): Promise<InstanceInfo> {
+    const info =
+      (await this.deps.instances.byHost(request.scope.host)) ??
+      (await this.deps.instances.byId(this.instanceId(request)));
+    if (!info) throw new NotFoundError("instance not found");
+    return info;
+  }
+
+  /** The browser's user agent, setting the `platform_ua` cookie when it has none. */
+  userAgent(request: FastifyRequest, reply: FastifyReply): UserAgent {
+    return ensureUserAgent(request, reply, this.deps.config.externalSecure);
+  }
+
+  /** The live sessions the browser of `request` signed in with (active human users), most recent first. */
+  async sessionsOfUserAgent(request: FastifyRequest): Promise<LoginSession[]> {
+    const agent = readUserAgent(request);
+    if (!agent) return [];
+    return sessionsOfUserAgentHash(this.deps.db, this.instanceId(request), agent.hash);
+  }
+
+  /** Whether people may register in the organization (or the instance's default organization). */
+  async allowRegister(instanceId: string, orgId: string | undefined): Promise<boolean> {
+    const context = orgId
+      ? { type: "org" as const, instanceId, orgId }
+      : { type: "instance" as const, instanceId };
+    const layers = await settingsLayers(this.deps.db, LOGIN, context);
+    const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
+    return (
+      resolveSetting<boolean>(layers, "allow_register", owner, loginDefaults.allow_register).value === true
+    );
+  }
+
+  /**
+   * The session an auth request can use without asking the person (`prompt=none`, or the protocol side
+   * deciding before it sends the browser to the UI): `session`, or `login_required` /
+   * `interaction_required`.
+   */
+  async selectSessionFor(request: FastifyRequest, authRequest: AuthRequest): Promise<SessionSelection> {
+    const sessions = await this.sessionsOfUserAgent(request);
+    // prompt=none never shows the registration form, whatever the settings
+    const step = nextStep(authRequest, sessions, {
+      allowRegister: false,
+      now: await databaseNow(this.deps.db),
+    });
+    return selectionFor(step);
+  }
+
+  /**
+   * Ends the browser's sessions (all, or those of `sessionIds` among them) through the sessions domain;
+   * ending all clears the cookie too. Answers the sessions ended (e.g. to revoke their tokens).
+   */
+  async endBrowserSessions(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    options: { sessionIds?: string[] } = {},
+  ): Promise<{ sessionId: string; userId: string }[]> {
+    const agent = readUserAgent(request);
+    if (!agent) return [];
+    const instanceId = this.instanceId(request);
+    // every session of the browser, also those of users locked or deactivated since
+    const rows = await this.deps.db.query<{ id: string; user_id: string }>(
+      "SELECT id, user_id FROM sessions WHERE instance_id = $1 AND user_agent_hash = $2",
+      [instanceId, agent.hash],
+    );
+    const ended: { sessionId: string; userId: string }[] = [];
+    for (const row of rows) {
+      if (options.sessionIds && !options.sessionIds.includes(row.id)) continue;
+      try {
+        await terminateSession(
+          this.deps.eventStore,
+          { instanceId, creator: row.user_id },
+          { sessionId: row.id },
+        );
+        ended.push({ sessionId: row.id, userId: row.user_id });
+      } catch (error) {
+        if (!(error instanceof NotFoundError)) throw error; // ended meanwhile
+      }
+    }
+    if (!options.sessionIds) clearUserAgent(request, reply, this.deps.config.externalSecure);
+    return ended;
+  }
+
+  /** The language and texts for a request (ui_locales of the auth request, Accept-Language, default). */
+  async translatorFor(request: FastifyRequest, authRequest?: AuthRequest): Promise<Translator> {
+    const choice = await languageSettings(this.deps.db, this.instanceId(request), authRequest?.orgId);
+    const acceptLanguage = request.headers["accept-language"];
+    return translator(
+      chooseLanguage(
+        choice,
+        authRequest?.uiLocales ?? [],
+        typeof acceptLanguage === "string" ? acceptLanguage : undefined,
+      ),
+    );
+  }
+
+  async pageContext(
+    request: FastifyRequest,
+    options: { authRequest?: AuthRequest; csrf?: string } = {},
+  ): Promise<PageContext> {
+    const { authRequest } = options;
+    return {
+      translator: await this.translatorFor(request, authRequest),
+      instanceName: (await this.instance(request)).name,
+      formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
+      csrf: options.csrf,
+      authRequestId: authRequest?.id,
+    };
+  }
+
+  /**
+   * Sends a completer's answer: a redirect (303 after a POST, else 302) or the form_post page in the
+   * request's language. For the protocol side's own answers too (e.g. errors in form_post mode).
+   */
+  async sendClientResponse(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    response: ClientResponse,
+    authRequest?: AuthRequest,
+  ): Promise<FastifyReply> {
+    if (response.kind === "redirect")
+      return reply.redirect(response.url, request.method === "POST" ? 303 : 302);
+    const context = await this.pageContext(request, { authRequest });
+    return sendFormPost(reply, context, response.action, response.fields);
+  }
+
+  /** Burns the time of one password verification (unknown login names answer as slowly as wrong passwords). */
+  async verifyDummyPassword(password: string): Promise<void> {
+    this.dummyHash ??= hashPassword(randomToken());
+    await verifyPassword(await this.dummyHash, password);
+  }
+}

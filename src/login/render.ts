@@ -1,0 +1,166 @@
+/**
+ * Rendering of the login UI's pages: eta templates (./templates, autoEscape: every `<%= %>` is
+ * HTML-escaped; `<%~ %>` is used only for other templates' output and the one constant script), the
+ * stylesheet as a static asset with its content hash in the URL, and each page's Content-Security-Policy.
+ *
+ * Page CSP: `default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self' <client>;
+ * frame-ancestors 'none'; base-uri 'none'`. `form-action` also names the origin of the auth request's
+ * redirect URI because browsers apply it to the redirects that follow a form post (password → 303 →
+ * client). The form_post page adds `script-src 'sha256-…'` for exactly its one inline script.
+ */
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Eta } from "eta";
+import type { FastifyReply } from "fastify";
+import type { Translator } from "./i18n.ts";
+
+const here = import.meta.dirname;
+
+const eta = new Eta({
+  views: path.join(here, "templates"),
+  autoEscape: true,
+  cache: true,
+  autoTrim: [false, "nl"],
+});
+
+/** The stylesheet, served at `STYLESHEET.url` with an immutable cache. */
+export const STYLESHEET = (() => {
+  const body = readFileSync(path.join(here, "assets", "login.css"));
+  const hash = createHash("sha256").update(body).digest("hex").slice(0, 16);
+  return { body, hash, url: `/ui/assets/login.${hash}.css` };
+})();
+
+/** The form_post page's only script: submits the form at once (the button serves browsers without JS). */
+const FORM_POST_SCRIPT = 'document.getElementById("form-post").submit();';
+const FORM_POST_SCRIPT_HASH = `'sha256-${createHash("sha256").update(FORM_POST_SCRIPT).digest("base64")}'`;
+
+/** The CSP source allowing form posts (and their redirects) to `uri`: its origin, or its custom scheme. */
+export function cspSourceOf(uri: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol === "http:" || url.protocol === "https:") {
+    return /^https?:\/\/[A-Za-z0-9.-]+(:\d+)?$/.test(url.origin) ? url.origin : undefined;
+  }
+  return /^[a-z][a-z0-9+.-]*:$/.test(url.protocol) ? url.protocol : undefined;
+}
+
+export function contentSecurityPolicy(options: { formTargets?: string[]; scriptHashes?: string[] } = {}) {
+  const targets = (options.formTargets ?? []).map(cspSourceOf).filter((s): s is string => s !== undefined);
+  const directives = [
+    "default-src 'none'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    `form-action ${["'self'", ...new Set(targets)].join(" ")}`,
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+  ];
+  if (options.scriptHashes?.length) directives.push(`script-src ${options.scriptHashes.join(" ")}`);
+  return directives.join("; ");
+}
+
+/** What every page needs. */
+export interface PageContext {
+  translator: Translator;
+  instanceName: string;
+  /** Where this page's forms (and the redirects after them) may go besides this origin. */
+  formTargets?: string[];
+  /** Form hidden fields. */
+  csrf?: string;
+  authRequestId?: string;
+}
+
+/** The HTML of a template with the page context (title translated by the caller). */
+export function renderHtml(
+  template: string,
+  context: PageContext,
+  data: { title: string } & Record<string, unknown>,
+): string {
+  const { translator } = context;
+  return eta.render(template, {
+    ...data,
+    t: translator.t,
+    lang: translator.lang,
+    instanceName: context.instanceName,
+    cssUrl: STYLESHEET.url,
+    csrf: context.csrf,
+    authRequestId: context.authRequestId,
+  });
+}
+
+/** The HTML of a template without the page layout (a fragment another template includes raw). */
+export function renderFragment(template: string, data: Record<string, unknown>): string {
+  return eta.render(template, data);
+}
+
+/** Sends a page with its CSP; the server adds the other security headers to every HTML response. */
+export function sendPage(
+  reply: FastifyReply,
+  context: PageContext,
+  template: string,
+  data: { title: string } & Record<string, unknown>,
+  options: { status?: number; scriptHashes?: string[] } = {},
+): FastifyReply {
+  const html = renderHtml(template, context, data);
+  return reply
+    .code(options.status ?? 200)
+    .header(
+      "content-security-policy",
+      contentSecurityPolicy({ formTargets: context.formTargets, scriptHashes: options.scriptHashes }),
+    )
+    .type("text/html; charset=utf-8")
+    .send(html);
+}
+
+/**
+ * The auto-submitting form of `response_mode=form_post`: posts `fields` to `action` at once, with a
+ * "Continue" button for browsers without JavaScript. Its CSP allows exactly the one inline script (by
+ * hash) and form posts to `action`'s origin.
+ */
+export function renderFormPost(
+  context: Omit<PageContext, "formTargets" | "csrf" | "authRequestId">,
+  action: string,
+  fields: Record<string, string>,
+): { html: string; contentSecurityPolicy: string } {
+  const html = renderHtml("form-post", context, {
+    title: context.translator.t("formPost.title"),
+    action,
+    fields,
+    script: FORM_POST_SCRIPT,
+  });
+  return {
+    html,
+    contentSecurityPolicy: contentSecurityPolicy({
+      formTargets: [action],
+      scriptHashes: [FORM_POST_SCRIPT_HASH],
+    }),
+  };
+}
+
+/** Sends the form_post page. */
+export function sendFormPost(
+  reply: FastifyReply,
+  context: Omit<PageContext, "formTargets" | "csrf" | "authRequestId">,
+  action: string,
+  fields: Record<string, string>,
+): FastifyReply {
+  const page = renderFormPost(context, action, fields);
+  return reply
+    .code(200)
+    .header("content-security-policy", page.contentSecurityPolicy)
+    .type("text/html; charset=utf-8")
+    .send(page.html);
+}
+
+/** Initials for an avatar: first letters of the first and last word of a name. */
+export function initials(name: string): string {
+  const words = name.trim().split(/\s+/).filter(Boolean);
+  if (words.length === 0) return "?";
+  const first = [...words[0]][0] ?? "";
+  const last = words.length > 1 ? ([...words[words.length - 1]][0] ?? "") : "";
+  return (first + last).toUpperCase();
+}

@@ -1,0 +1,200 @@
+/**
+ * Browser sessions: the Platform sessions (src/domain/session) a user agent signed in with, and the
+ * decision what an auth request needs next given those sessions (`nextStep`, pure).
+ *
+ * A session created by the login UI carries the SHA-256 of the browser's `platform_ua` cookie
+ * (`session.added` → `sessions.user_agent_hash`), so the browser's sessions are a query on the sessions read
+ * model: a session ended through the API, or whose user was removed, is gone here too. Only sessions of
+ * active human users count.
+ */
+import type { Queryable } from "../storage/database.ts";
+import type { AuthRequest } from "./auth-requests.ts";
+
+/** A signed-in session of a browser: what the login UI shows and what the protocol side needs. */
+export interface LoginSession {
+  /** Platform session ID (the ID token's `sid`). */
+  id: string;
+  userId: string;
+  /** Organization of the user. */
+  orgId: string;
+  username: string;
+  /** `username@<primary domain of the user's organization>` (the username when it has none). */
+  loginName: string;
+  displayName: string;
+  email?: string;
+  /** Last password check: the ID token's `auth_time`; undefined when the password was never checked. */
+  authTime?: Date;
+  /** Authentication methods (`amr`): `pwd` once the password was checked. */
+  amr: string[];
+  createdAt: Date;
+  /** Last check of the session (the account picker shows the most recent first). */
+  changedAt: Date;
+}
+
+interface SessionRow {
+  id: string;
+  user_id: string;
+  org_id: string;
+  password_checked_at: Date | null;
+  created_at: Date;
+  changed_at: Date;
+  username: string;
+  display_name: string | null;
+  given_name: string | null;
+  family_name: string | null;
+  email: string | null;
+  primary_domain: string | null;
+  [key: string]: unknown;
+}
+
+const date = (value: Date | string) => (value instanceof Date ? value : new Date(value));
+
+function toLoginSession(row: SessionRow): LoginSession {
+  const displayName =
+    row.display_name || [row.given_name, row.family_name].filter(Boolean).join(" ") || row.username;
+  return {
+    id: row.id,
+    userId: row.user_id,
+    orgId: row.org_id,
+    username: row.username,
+    loginName: row.primary_domain ? `${row.username}@${row.primary_domain}` : row.username,
+    displayName,
+    email: row.email ?? undefined,
+    authTime: row.password_checked_at ? date(row.password_checked_at) : undefined,
+    amr: row.password_checked_at ? ["pwd"] : [],
+    createdAt: date(row.created_at),
+    changedAt: date(row.changed_at),
+  };
+}
+
+const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.created_at, s.changed_at,
+    u.username, u.display_name, u.given_name, u.family_name, u.email, o.primary_domain
+  FROM sessions s
+  JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1
+  LEFT JOIN orgs o ON o.instance_id = s.instance_id AND o.id = s.org_id`;
+
+/** The live sessions a user agent signed in with, most recently checked first. */
+export async function sessionsOfUserAgentHash(
+  db: Queryable,
+  instanceId: string,
+  userAgentHash: string,
+): Promise<LoginSession[]> {
+  const rows = await db.query<SessionRow>(
+    `${SELECT} WHERE s.instance_id = $1 AND s.user_agent_hash = $2 ORDER BY s.changed_at DESC, s.id DESC`,
+    [instanceId, userAgentHash],
+  );
+  return rows.map(toLoginSession);
+}
+
+/**
+ * One live session by ID, of an active human user (e.g. for the token endpoint's `auth_time` and `amr`);
+ * undefined when it ended.
+ */
+export async function findLoginSession(
+  db: Queryable,
+  instanceId: string,
+  sessionId: string,
+): Promise<LoginSession | undefined> {
+  const rows = await db.query<SessionRow>(`${SELECT} WHERE s.instance_id = $1 AND s.id = $2`, [
+    instanceId,
+    sessionId,
+  ]);
+  return rows[0] ? toLoginSession(rows[0]) : undefined;
+}
+
+/** The database's clock (session check times are the database's). */
+export async function databaseNow(db: Queryable): Promise<Date> {
+  const rows = await db.query<{ now: Date }>("SELECT now() AS now");
+  return date(rows[0].now);
+}
+
+/** What an auth request needs next, given the browser's sessions. */
+export type LoginStep =
+  /** The session may be used as it is: hand the request to the completer. */
+  | { step: "complete"; session: LoginSession }
+  /** This session's user must enter the password again (`prompt=login`, `max_age`). */
+  | { step: "password"; session: LoginSession }
+  /** Ask for a login name (prefilled with `loginName`). */
+  | { step: "loginname"; loginName?: string }
+  /** Let the person pick one of `sessions` or use another account. */
+  | { step: "select"; sessions: LoginSession[] }
+  /** `prompt=create`: the registration form. */
+  | { step: "register" };
+
+/** Whether `session` is signed in as `loginName` (username or login name, case-insensitive). */
+export function matchesLoginName(session: LoginSession, loginName: string): boolean {
+  const name = loginName.trim().toLowerCase();
+  return session.username.toLowerCase() === name || session.loginName.toLowerCase() === name;
+}
+
+/**
+ * Whether the session's password check is recent enough for the request: checked at all, after the
+ * request started when it says `prompt=login`, and within `max_age` seconds.
+ */
+export function needsPassword(request: AuthRequest, session: LoginSession, now: Date): boolean {
+  const authTime = session.authTime?.getTime();
+  if (authTime === undefined) return true;
+  if (request.prompt.includes("login") && authTime < request.createdAt.getTime()) return true;
+  // max_age counts whole seconds (the ID token's auth_time has second precision)
+  if (request.maxAge !== undefined && now.getTime() - authTime > request.maxAge * 1000) return true;
+  return false;
+}
+
+/**
+ * The next step of an auth request. The sessions considered are those of the requested organization;
+ * an id_token_hint narrows them to its session (or user), a login_hint to the sessions of that login name.
+ *
+ * - `prompt=create` (registration allowed) → register;
+ * - `prompt=select_account` → the picker (the login-name page when no session qualifies);
+ * - no session → the login-name page (prefilled with login_hint);
+ * - several → the picker;
+ * - one → complete, or the password first when `prompt=login` / `max_age` ask for a fresh check.
+ *
+ * `prompt=none` maps this onto errors (`selectionFor`).
+ */
+export function nextStep(
+  request: AuthRequest,
+  sessions: readonly LoginSession[],
+  options: { allowRegister: boolean; now: Date },
+): LoginStep {
+  if (request.prompt.includes("create") && options.allowRegister) return { step: "register" };
+  let candidates = sessions.filter((s) => request.orgId === undefined || s.orgId === request.orgId);
+  if (request.hintSessionId !== undefined || request.hintUserId !== undefined) {
+    const bySession = candidates.filter((s) => s.id === request.hintSessionId);
+    candidates = bySession.length ? bySession : candidates.filter((s) => s.userId === request.hintUserId);
+  }
+  const hint = request.loginHint;
+  const hinted = hint ? candidates.filter((s) => matchesLoginName(s, hint)) : [];
+  if (request.prompt.includes("select_account")) {
+    if (candidates.length === 0) return { step: "loginname", loginName: hint };
+    // the login_hint's sessions first: "preselects a user on select_account"
+    return { step: "select", sessions: [...hinted, ...candidates.filter((s) => !hinted.includes(s))] };
+  }
+  if (hint) candidates = hinted;
+  if (candidates.length === 0) return { step: "loginname", loginName: hint };
+  if (candidates.length > 1) return { step: "select", sessions: candidates };
+  const [session] = candidates;
+  if (needsPassword(request, session, options.now)) return { step: "password", session };
+  return { step: "complete", session };
+}
+
+/** What `prompt=none` (or the protocol side deciding without the UI) gets for an auth request. */
+export type SessionSelection =
+  /** Usable without interaction. */
+  | { result: "session"; session: LoginSession }
+  /** No usable session, or its password must be checked again: OAuth error `login_required`. */
+  | { result: "login_required" }
+  /** Several sessions to choose from, or a registration: OAuth error `interaction_required`. */
+  | { result: "interaction_required" };
+
+export function selectionFor(step: LoginStep): SessionSelection {
+  switch (step.step) {
+    case "complete":
+      return { result: "session", session: step.session };
+    case "password":
+    case "loginname":
+      return { result: "login_required" };
+    default:
+      return { result: "interaction_required" };
+  }
+}

@@ -1,0 +1,95 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  addMachineUser,
+  addOrg,
+  assertRejected,
+  restClient,
+  startPlatform,
+  type TestPlatform,
+} from "../../../test/helpers.ts";
+import { PlatformLoginSettings } from "../../gen/platform/settings/login/v3alpha/login_service_pb.ts";
+
+const PATH = "/settings/v3alpha/login";
+
+describe("login settings", () => {
+  let platform: TestPlatform;
+  let owner: string; // IAM_OWNER
+  let nobody: string; // no role
+  let instanceId: string;
+  let orgId: string;
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
+
+  before(async () => {
+    platform = await startPlatform({ listen: true });
+    instanceId = platform.bootstrapResult!.instanceId;
+    orgId = await addOrg(platform, "Customers");
+    ({ token: owner } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    }));
+    ({ token: nobody } = await addMachineUser(platform, { username: "nobody" }));
+  });
+  after(() => platform.stop());
+
+  it("registration is allowed by default, switchable per instance and organization, and resettable", async () => {
+    let resolved = await rest("GET", PATH);
+    assert.equal(resolved.status, 200, resolved.text);
+    assert.deepEqual(resolved.json.settings.allow_register, {
+      value: true,
+      owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
+    });
+
+    const set = await rest("PATCH", PATH, { json: { allow_register: { set: false } } });
+    assert.equal(set.status, 200, set.text);
+    assert.deepEqual(set.json.details.owner, { type: "OWNER_TYPE_INSTANCE", id: instanceId });
+    resolved = await rest("GET", PATH);
+    assert.deepEqual(resolved.json.settings.allow_register, { value: false });
+    assert.equal(await platform.login.allowRegister(instanceId, undefined), false);
+
+    // the organization inherits the instance's value, then overrides it
+    resolved = await rest("GET", `${PATH}?ctx.org_id=${orgId}`);
+    assert.deepEqual(resolved.json.settings.allow_register, {
+      value: false,
+      owner: { type: "OWNER_TYPE_INSTANCE", id: instanceId },
+    });
+    await rest("PATCH", `${PATH}?ctx.org_id=${orgId}`, { json: { allowRegister: { set: true } } });
+    assert.equal(await platform.login.allowRegister(instanceId, orgId), true);
+    assert.equal(await platform.login.allowRegister(instanceId, undefined), false);
+
+    // gRPC reads the same
+    const client = createClient(PlatformLoginSettings, createGrpcTransport({ baseUrl: platform.url }));
+    const viaGrpc = await client.resolveLoginSettings({}, { headers: { authorization: `Bearer ${owner}` } });
+    assert.equal(viaGrpc.settings?.allowRegister?.value, false);
+
+    await rest("PATCH", PATH, { json: { allow_register: { reset: true } } });
+    assert.equal(await platform.login.allowRegister(instanceId, undefined), true);
+  });
+
+  it("refuses bad input and callers without permission, storing nothing", async () => {
+    await assertRejected(
+      platform,
+      () => rest("PATCH", PATH, { json: { allow_register: { reset: false } } }),
+      400,
+      3,
+      "settings.allow_register.reset",
+    );
+    await assertRejected(
+      platform,
+      () => rest("PATCH", PATH, { json: { allow_register: { set: false } }, token: null }),
+      401,
+      16,
+    );
+    await assertRejected(
+      platform,
+      () => rest("PATCH", PATH, { json: { allow_register: { set: false } }, token: nobody }),
+      403,
+      7,
+    );
+  });
+});

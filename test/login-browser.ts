@@ -1,0 +1,274 @@
+/**
+ * Chromium support of the login UI's browser tests and of `npm run screenshots`: launching Debian's
+ * Chromium through playwright-core, axe-core run inside the page, the keyboard order of a page, and a
+ * walk through every login page (`visitLoginPages`) that both the accessibility test and the screenshot
+ * script use.
+ */
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import http from "node:http";
+import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
+import { type Browser, chromium, type Page } from "playwright-core";
+import type { AuthRequestInput } from "../src/login/index.ts";
+import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
+
+export const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+export async function launchChromium(): Promise<Browser> {
+  assert.ok(
+    existsSync(chromiumPath),
+    `Chromium not found at ${chromiumPath}: install it (apt-get install -y chromium) or set CHROMIUM_PATH`,
+  );
+  return chromium.launch({
+    executablePath: chromiumPath,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-dev-shm-usage",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      "--font-render-hinting=none",
+    ],
+  });
+}
+
+/** The client application: a local HTTP server whose redirect URI answers a page and records form posts. */
+export interface ClientApp {
+  /** `http://127.0.0.1:<port>/callback`: the redirect URI of the test auth requests. */
+  callback: string;
+  /** Bodies of the form posts received (response_mode=form_post). */
+  posts: string[];
+  close(): Promise<void>;
+}
+
+export async function startClientApp(): Promise<ClientApp> {
+  const posts: string[] = [];
+  const server = http.createServer((request, response) => {
+    let body = "";
+    request.setEncoding("utf8");
+    request.on("data", (chunk) => (body += chunk));
+    request.on("end", () => {
+      if (request.method === "POST") posts.push(body);
+      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      response.end("<!doctype html><html lang=en><title>Client</title><h1>Client application</h1></html>");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    callback: `http://127.0.0.1:${port}/callback`,
+    posts,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Problems a page must not have: console errors (CSP violations are console errors), failed requests. */
+export function watchProblems(page: Page): string[] {
+  const problems: string[] = [];
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console error on ${page.url()}: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  return problems;
+}
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+export interface AxeViolation {
+  id: string;
+  impact: string;
+  help: string;
+  targets: string[];
+}
+
+/**
+ * axe-core's WCAG 2.1 A/AA and best-practice rules, run in the page (evaluated through the DevTools
+ * protocol, so the page's CSP, which allows no script, does not stop it).
+ */
+export async function axeViolations(page: Page): Promise<AxeViolation[]> {
+  await page.evaluate(axeSource);
+  return (await page.evaluate(`(async () => {
+    const result = await window.axe.run(document, {
+      runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] },
+    });
+    return result.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      targets: v.nodes.map((n) => n.target.join(" ")),
+    }));
+  })()`)) as AxeViolation[];
+}
+
+export interface FocusStop {
+  element: string;
+  /** Whether the focused element shows a focus indicator (an outline). */
+  visible: boolean;
+}
+
+/**
+ * The elements Tab visits from the top of the page, and the elements that can take focus in document
+ * order: they must be the same (no positive tabindex, nothing unreachable), each with a visible focus.
+ */
+export async function keyboardOrder(page: Page): Promise<{ tabbed: FocusStop[]; document: string[] }> {
+  const describe = `(el) => el ? (el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.getAttribute("name") && el.tagName !== "A" ? "[" + el.getAttribute("name") + "]" : "") + (el.tagName === "A" ? "[" + el.getAttribute("href") + "]" : "") + (el.tagName === "BUTTON" ? "{" + el.textContent.trim().slice(0, 40) + "}" : "")) : "none"`;
+  const documentOrder = await page.evaluate(`(() => {
+    const describe = ${describe};
+    return [...document.querySelectorAll("a[href], button, input:not([type=hidden]), select, textarea")]
+      .filter((el) => !el.disabled && el.getClientRects().length > 0)
+      .map(describe);
+  })()`);
+  // start from the top of the page: focus a (not tabbable) element placed first
+  await page.evaluate(`(() => {
+    const start = document.createElement("span");
+    start.tabIndex = -1;
+    document.body.prepend(start);
+    start.focus();
+  })()`);
+  const tabbed: FocusStop[] = [];
+  for (let i = 0; i < 40; i++) {
+    await page.keyboard.press("Tab");
+    const stop = (await page.evaluate(`(() => {
+      const el = document.activeElement;
+      if (!el || el === document.body) return undefined;
+      const style = getComputedStyle(el);
+      return { element: (${describe})(el), visible: style.outlineStyle !== "none" && parseFloat(style.outlineWidth) >= 2 };
+    })()`)) as FocusStop | undefined;
+    if (!stop || tabbed.some((t) => t.element === stop.element)) break;
+    tabbed.push(stop);
+  }
+  return { tabbed, document: documentOrder as string[] };
+}
+
+export const PASSWORD = "Secret-Passw0rd!";
+
+/** The users the page walk signs in with (call once per platform). */
+export async function addWalkUsers(platform: LoginTestPlatform): Promise<void> {
+  await addHuman(platform, "alice", PASSWORD, { givenName: "Alice", familyName: "Martin" });
+  await addHuman(platform, "bob", PASSWORD, { givenName: "Bob", familyName: "Keller" });
+}
+
+/** A login page reached by the walk. */
+export type LoginPageName =
+  | "loginname"
+  | "loginname-error"
+  | "password"
+  | "password-error"
+  | "select"
+  | "reauth"
+  | "register"
+  | "register-errors"
+  | "account"
+  | "signedout"
+  | "error"
+  | "form-post";
+
+/**
+ * Walks through every login page in a fresh context of `browser` (with `options`, e.g. a colour scheme
+ * and viewport) and calls `visit` on each. Uses the users of `addWalkUsers`; every step asserts it
+ * reached the page it expects.
+ */
+export async function visitLoginPages(
+  platform: LoginTestPlatform,
+  client: ClientApp,
+  browser: Browser,
+  options: Parameters<Browser["newContext"]>[0],
+  visit: (name: LoginPageName, page: Page) => Promise<void>,
+): Promise<void> {
+  const context = await browser.newContext(options);
+  const page = await context.newPage();
+  const authRequest = (overrides: Partial<AuthRequestInput> = {}) =>
+    createAuthRequest(platform, { redirectUri: client.callback, ...overrides });
+  const problems = watchProblems(page);
+  const heading = async (expected: RegExp) =>
+    assert.match((await page.locator("h1").textContent()) ?? "", expected);
+  try {
+    // login name, with and without an error
+    let request = await authRequest();
+    await page.goto(`${platform.url}/ui/login?authRequest=${request.id}`);
+    await heading(/Sign in/);
+    await visit("loginname", page);
+    await page.getByRole("button", { name: "Next" }).click();
+    await page.locator(".alert").waitFor();
+    await visit("loginname-error", page);
+
+    // password, with an error, then signed in
+    await page.getByLabel("Login name").fill("alice");
+    await page.getByRole("button", { name: "Next" }).click();
+    await heading(/Enter your password/);
+    await visit("password", page);
+    await page.getByLabel("Password", { exact: true }).fill("wrong-Passw0rd!");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.locator(".alert").waitFor();
+    await visit("password-error", page);
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${client.callback}?**`);
+
+    // a second account, then the account picker
+    request = await authRequest({ prompt: ["login"] });
+    await page.goto(`${platform.url}/ui/login?authRequest=${request.id}`);
+    await heading(/Enter your password/);
+    await visit("reauth", page);
+    await page.getByRole("link", { name: "Use another account" }).click();
+    await page.getByLabel("Login name").fill("bob");
+    await page.getByRole("button", { name: "Next" }).click();
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${client.callback}?**`);
+    request = await authRequest({ prompt: ["select_account"] });
+    await page.goto(`${platform.url}/ui/login?authRequest=${request.id}`);
+    await heading(/Choose an account/);
+    await visit("select", page);
+
+    // registration, with errors
+    request = await authRequest({ prompt: ["create"] });
+    await page.goto(`${platform.url}/ui/login?authRequest=${request.id}`);
+    await heading(/Create your account/);
+    await visit("register", page);
+    await page.getByLabel("First name").fill("Dana");
+    await page.getByLabel("E-mail address").fill("dana(at)example.com");
+    await page.getByLabel("Password", { exact: true }).fill("short");
+    await page.getByRole("button", { name: "Create account" }).click();
+    await page.locator(".alert").waitFor();
+    await visit("register-errors", page);
+
+    // form_post: the page submits itself at once, so it is shown here with its submission held back
+    request = await authRequest({ responseMode: "form_post", loginHint: "alice" });
+    const formPost = await context.newPage();
+    await formPost.route(`${platform.url}/ui/login?**`, async (route) => {
+      const response = await route.fetch();
+      // the script would navigate away at once: keep the page (its CSP stays as sent)
+      const body = (await response.text()).replace(/<script>[^<]*<\/script>/, "");
+      await route.fulfill({ response, body });
+    });
+    await formPost.goto(`${platform.url}/ui/login?authRequest=${request.id}`);
+    assert.match((await formPost.locator("h1").textContent()) ?? "", /Continue to the application/);
+    await visit("form-post", formPost);
+    await formPost.close();
+
+    // the account page, then sign-out
+    await page.goto(`${platform.url}/`);
+    await heading(/Your account/);
+    await visit("account", page);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await heading(/You are signed out/);
+    await visit("signedout", page);
+
+    assert.deepEqual(problems, []);
+    // an error page (a 404 document, which Chromium reports on the console)
+    await page.goto(`${platform.url}/ui/login?authRequest=1`);
+    await heading(/Sign-in not possible/);
+    await visit("error", page);
+  } finally {
+    await context.close();
+  }
+}
