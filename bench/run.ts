@@ -6,7 +6,8 @@
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
 // BENCH_ONLY (api | oidc; default both), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
-// without it the OIDC scenarios run without the peer).
+// without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
+// alternating Platform and the peer, medians reported; default 1).
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -20,6 +21,7 @@ const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const oidcConnections = Number(process.env.BENCH_OIDC_CONNECTIONS ?? 50);
 const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const only = process.env.BENCH_ONLY;
+const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const root = path.resolve(import.meta.dirname, "..");
 const peerDir = path.resolve(process.env.BENCH_PEER_DIR ?? path.join(root, "../shared/bench/peer"));
 const dir = mkdtempSync(path.join(os.tmpdir(), "platform-bench-"));
@@ -292,7 +294,8 @@ async function oidcScenarios(): Promise<void> {
   ];
 
   console.log(
-    `OIDC endpoints, ${oidcConnections} connections, ${warmup} s warm-up; peer = node-oidc-provider (in memory), ratio = ours / peer (latency: peer / ours)\n`,
+    `OIDC endpoints, ${oidcConnections} connections, ${warmup} s warm-up${rounds > 1 ? `, median of ${rounds} alternating rounds` : ""}; ` +
+      "peer = node-oidc-provider (in memory), ratio = ours / peer (latency: peer / ours)\n",
   );
   console.log(
     "| scenario | req/s | p50 ms | p99 ms | peer req/s | peer p50 | peer p99 | req/s ratio | p50 ratio | p99 ratio | errors |",
@@ -300,8 +303,14 @@ async function oidcScenarios(): Promise<void> {
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ratio = (a: number | null, b: number | null) => (a && b ? (a / b).toFixed(2) : "–");
   for (const scenario of oidc) {
-    const ours = await scenario.ours();
-    const theirs = peerUrl && scenario.peer ? await peerLoad(peerUrl, scenario.peer) : undefined;
+    const oursRuns: Measured[] = [];
+    const theirRuns: Measured[] = [];
+    for (let round = 0; round < rounds; round++) {
+      oursRuns.push(await scenario.ours());
+      if (peerUrl && scenario.peer) theirRuns.push(await peerLoad(peerUrl, scenario.peer));
+    }
+    const ours = median(oursRuns);
+    const theirs = theirRuns.length ? median(theirRuns) : undefined;
     const errors = ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0);
     console.log(
       `| ${scenario.name} | ${ours.rps} | ${ours.p50} | ${ours.p99} | ${theirs?.rps ?? "–"} | ${theirs?.p50 ?? "–"} | ${theirs?.p99 ?? "–"} | ` +
@@ -309,4 +318,19 @@ async function oidcScenarios(): Promise<void> {
     );
   }
   console.log();
+}
+
+/** Per field median of several measurements (errors summed). */
+function median(runs: Measured[]): Measured {
+  const mid = (values: Array<number | null>) => {
+    const sorted = values.filter((v): v is number => v !== null).sort((a, b) => a - b);
+    return sorted.length ? sorted[Math.floor(sorted.length / 2)] : null;
+  };
+  return {
+    rps: mid(runs.map((r) => r.rps)) ?? 0,
+    p50: mid(runs.map((r) => r.p50)),
+    p99: mid(runs.map((r) => r.p99)),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+  };
 }
