@@ -166,8 +166,8 @@ export async function recordAttempt(
   const delivered = outcome.status === DeliveryStatus.delivered;
   await db.query(
     `UPDATE execution_deliveries
-     SET status = $1, last_error = $2, last_status = $3, leased_by = NULL, changed_at = now(),
-         delivered_at = CASE WHEN $1 = ${DeliveryStatus.delivered} THEN now() END,
+     SET status = $1::smallint, last_error = coalesce($2, last_error), last_status = $3, leased_by = NULL,
+         changed_at = now(), delivered_at = CASE WHEN $1::smallint = ${DeliveryStatus.delivered} THEN now() END,
          next_attempt_at = now() + make_interval(secs => $4::double precision / 1000)
      WHERE instance_id = $5 AND id = $6 AND leased_by = $7 AND attempts = $8`,
     [

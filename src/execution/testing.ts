@@ -91,12 +91,26 @@ export class TestTarget {
   }
 
   /** Resolves once `path` received at least `count` calls; fails after `ms`. */
-  async waitFor(path: string, count: number, ms = 10_000): Promise<ReceivedCall[]> {
+  waitFor(path: string, count: number, ms = 10_000): Promise<ReceivedCall[]> {
+    return this.waitUntil(path, (calls) => calls.length >= count, ms, `${count} calls`);
+  }
+
+  /** Resolves once the calls to `path` satisfy `done`; fails after `ms`. */
+  async waitUntil(
+    path: string,
+    done: (calls: ReceivedCall[]) => boolean,
+    ms = 10_000,
+    what = "the expected calls",
+  ): Promise<ReceivedCall[]> {
     const deadline = performance.now() + ms;
-    while (this.callsTo(path).length < count) {
+    while (!done(this.callsTo(path))) {
       const left = deadline - performance.now();
-      if (left <= 0)
-        throw new Error(`${path}: ${this.callsTo(path).length} of ${count} calls after ${ms} ms`);
+      if (left <= 0) {
+        const got = this.callsTo(path).map(
+          (c) => c.json?.event_type ?? c.json?.fullMethod ?? c.body.slice(0, 80),
+        );
+        throw new Error(`${path}: not ${what} after ${ms} ms; got ${JSON.stringify(got)}`);
+      }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 200));
         this.waiters.push(() => {

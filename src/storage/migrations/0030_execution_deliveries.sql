@@ -23,7 +23,7 @@ CREATE TABLE execution_deliveries (
   -- timeout and a margin): a process that dies while sending leaves a row that is due again after it.
   next_attempt_at timestamptz NOT NULL,
   leased_by       text,                 -- random ID of the process sending it now
-  last_error      text,                 -- of the last failed attempt (no response body beyond an excerpt)
+  last_error      text,                 -- of the last failed attempt, kept once delivered (an excerpt of an answer at most)
   last_status     integer,              -- HTTP status of the last answer, if one came
   created_at      timestamptz NOT NULL,
   changed_at      timestamptz NOT NULL,

@@ -67,7 +67,7 @@ export type Delivery = Message<"platform.resources.action.v3alpha.Delivery"> & {
   attempts: number;
 
   /**
-   * Why the last attempt failed (empty when it did not, or none was made).
+   * Why the last failed attempt failed, kept after a later success (empty when no attempt failed).
    *
    * @generated from field: string last_error = 7;
    */
