@@ -129,7 +129,7 @@ export class TestTarget {
 }
 
 /** REST helpers of the execution tests: create targets and put executions as the IAM_OWNER `token`. */
-export function actionsClient(platform: TestPlatform, token: string) {
+export function actionsClient(platform: Pick<TestPlatform, "url">, token: string) {
   const rest = restClient(platform, () => token);
   return {
     rest,
