@@ -10,6 +10,7 @@
  * leased become due again when their lease runs out, so after a crash or restart nothing is lost
  * (delivery is at least once: a target may see an event again, e.g. after a crash mid-call).
  */
+import { setMaxListeners } from "node:events";
 import type { Queryable } from "../storage/database.ts";
 import {
   type ClaimedDelivery,
@@ -28,6 +29,8 @@ import { eventBody } from "./outbox.ts";
 const POLL_MS = 5_000;
 /** Sends in flight at once per process. */
 const CONCURRENCY = 16;
+/** With sends in flight, rows are taken only once this many slots are free (fewer, larger claims). */
+const CLAIM_BATCH = 8;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 
 export class DeliveryWorker {
@@ -43,7 +46,9 @@ export class DeliveryWorker {
     private readonly engine: ExecutionEngine,
     private readonly db: Queryable,
     readonly processId: string,
-  ) {}
+  ) {
+    setMaxListeners(0, this.abort.signal); // one listener per send in flight
+  }
 
   start(): void {
     this.loop ??= this.run();
@@ -71,7 +76,7 @@ export class DeliveryWorker {
       let waitMs = POLL_MS;
       try {
         const free = CONCURRENCY - this.inFlight.size;
-        if (free > 0) {
+        if (free >= CLAIM_BATCH || (free > 0 && this.inFlight.size === 0)) {
           const rows = await claimDeliveries(this.db, free, this.processId);
           for (const row of rows) this.dispatch(row);
           if (rows.length === free) continue; // more may be due

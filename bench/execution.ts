@@ -1,0 +1,218 @@
+// `node --import tsx bench/execution.ts`: the cost of the execution engine (docs/actions.md), on a fresh
+// database (embedded PGlite, or PostgreSQL when DATABASE_URL is set) in a child process:
+//  1. a request condition with one webhook target on a fast local target: req/s of a read without any
+//     execution, then with the execution (every call waits for the target);
+//  2. event delivery throughput: events created as fast as the API allows while a target of
+//     `settings.changed` receives them; events/s from the first event to the last one received;
+//  3. event delivery throughput on a backlog: BENCH_EVENTS (default 3000) events appended while the
+//     delivery worker is stopped, then drained by a fresh worker (in this process, same database kind).
+// Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (default 16).
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import autocannon from "autocannon";
+import { freshBackend } from "../test/helpers.ts";
+
+const duration = Number(process.env.BENCH_DURATION ?? 10);
+const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const root = path.resolve(import.meta.dirname, "..");
+const dir = mkdtempSync(path.join(os.tmpdir(), "platform-bench-"));
+const patPath = path.join(dir, "admin.pat");
+const port = 18000 + Math.floor(Math.random() * 1000);
+const backend = await freshBackend();
+
+// The fast local target: answers 200 at once, counts what it receives.
+let received = 0;
+let lastReceivedAt = 0;
+const target = createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    received++;
+    lastReceivedAt = performance.now();
+    res.end();
+  });
+});
+await new Promise<void>((resolve) => target.listen(0, "127.0.0.1", resolve));
+const targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
+
+const child = spawn(process.execPath, [path.join(root, "bin/platform.js"), "start"], {
+  env: {
+    ...process.env,
+    PLATFORM_PORT: String(port),
+    DATABASE_URL: "",
+    ...backend.env,
+    PLATFORM_FIRSTINSTANCE_PAT_PATH: patPath,
+    PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: "Bench-Password1!",
+    PLATFORM_LOG_LEVEL: "warn",
+  },
+  stdio: ["ignore", "pipe", "inherit"],
+});
+await new Promise<void>((resolve, reject) => {
+  child.stdout!.on("data", (d: Buffer) => {
+    if (String(d).includes("Platform is running")) resolve();
+  });
+  child.on("exit", (code) => reject(new Error(`platform exited with ${code}`)));
+});
+const url = `http://localhost:${port}`;
+const token = readFileSync(patPath, "utf8").trim();
+const auth = { authorization: `Bearer ${token}` };
+const json = { ...auth, "content-type": "application/json" };
+
+// biome-ignore lint/suspicious/noExplicitAny: answers are read field by field
+async function call(method: string, p: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${url}${p}`, {
+    method,
+    headers: json,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+async function load(
+  p: string,
+  options: { method?: "GET" | "PATCH"; bodies?: string[] } = {},
+): Promise<autocannon.Result> {
+  let i = 0;
+  return autocannon({
+    url: `${url}${p}`,
+    method: options.method ?? "GET",
+    headers: options.bodies ? json : auth,
+    connections,
+    duration,
+    requests: options.bodies
+      ? [
+          {
+            setupRequest: (req: autocannon.Request) => ({
+              ...req,
+              body: options.bodies![i++ % options.bodies!.length],
+            }),
+          },
+        ]
+      : undefined,
+  });
+}
+
+const row = (name: string, r: autocannon.Result) =>
+  `| ${name} | ${Math.round(r.requests.average)} | ${r.latency.p50} | ${r.latency.p90} | ${r.latency.p99} | ${r.errors + r.non2xx} |`;
+
+try {
+  const cpu = os.cpus()[0]?.model ?? "unknown CPU";
+  console.log(
+    `Execution benchmark: ${os.cpus().length} × ${cpu}, node ${process.version}, ` +
+      `${process.env.DATABASE_URL ? "PostgreSQL" : "embedded PGlite"}, ${connections} connections, ${duration} s per scenario\n`,
+  );
+  console.log("| scenario | req/s | p50 ms | p90 ms | p99 ms | errors |");
+  console.log("|---|---:|---:|---:|---:|---:|");
+  const languages = "/settings/v3alpha/languages";
+  console.log(row("GET /settings/v3alpha/languages, no execution", await load(languages)));
+
+  const webhook = await call("POST", "/resources/v3alpha/targets", {
+    name: "bench-webhook",
+    rest_webhook: { url: `${targetUrl}/request` },
+    timeout: "5s",
+    interrupt_on_error: true,
+  });
+  await call("POST", "/resources/v3alpha/executions", {
+    condition: {
+      request: { method: "/platform.settings.language.v3alpha.PlatformLanguageSettings/ResolveLanguages" },
+    },
+    targets: [webhook.details.id],
+  });
+  const before = received;
+  const withTarget = await load(languages);
+  console.log(row("same, request condition with one webhook target", withTarget));
+  console.log(`\n(the target received ${received - before} calls)\n`);
+
+  // Event delivery throughput.
+  const events = await call("POST", "/resources/v3alpha/targets", {
+    name: "bench-events",
+    rest_webhook: { url: `${targetUrl}/events` },
+    timeout: "5s",
+    is_async: true,
+  });
+  await call("POST", "/resources/v3alpha/executions", {
+    condition: { event: { event: "settings.changed" } },
+    targets: [events.details.id],
+  });
+  const receivedBefore = received;
+  const started = performance.now();
+  const writes = await load(languages, {
+    method: "PATCH",
+    bodies: ['{"default_language":{"key":"de"}}', '{"default_language":{"key":"fr"}}'],
+  });
+  const writesDone = performance.now();
+  // a PATCH that changes nothing appends no event: count the deliveries the events got
+  const log = await call("POST", "/resources/v3alpha/executions/deliveries/_search?query.limit=1", [
+    { target: { id: events.details.id } },
+  ]);
+  const created = Number(log.details.total_result);
+  const deadline = writesDone + 120_000;
+  while (received - receivedBefore < created && performance.now() < deadline)
+    await new Promise((r) => setTimeout(r, 50));
+  const delivered = received - receivedBefore;
+  const seconds = (lastReceivedAt - started) / 1000;
+  console.log(row("PATCH /settings/v3alpha/languages (1 event each, 1 event target)", writes));
+  console.log(
+    `\nevent deliveries: ${created} events created in ${((writesDone - started) / 1000).toFixed(1)} s, ` +
+      `${delivered} delivered, the last ${((lastReceivedAt - writesDone) / 1000).toFixed(2)} s after the last write: ` +
+      `${Math.round(delivered / seconds)} events/s end to end`,
+  );
+} finally {
+  child.kill("SIGTERM");
+  await new Promise((resolve) => child.on("exit", resolve));
+  rmSync(dir, { recursive: true, force: true });
+  await backend.cleanup();
+}
+
+// 3. Draining a backlog.
+{
+  const count = Number(process.env.BENCH_EVENTS ?? 3000);
+  const { startPlatform, addMachineUser } = await import("../test/helpers.ts");
+  const { actionsClient } = await import("../src/execution/testing.ts");
+  const { DeliveryWorker } = await import("../src/execution/worker.ts");
+  const { UserEvent, USER } = await import("../src/domain/user/events.ts");
+  const platform = await startPlatform({ listen: true });
+  try {
+    const owner = await addMachineUser(platform, {
+      username: "bench-owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    });
+    const actions = actionsClient(platform, owner.token);
+    const { id } = await actions.target("bench-backlog", `${targetUrl}/backlog`, { timeout: "5s" });
+    await actions.execution({ event: { event: UserEvent.metadataSet } }, [id]);
+    await platform.executions.worker.stop();
+    const instanceId = platform.bootstrapResult!.instanceId;
+    const orgId = platform.bootstrapResult!.orgId;
+    for (let done = 0; done < count; done += 500) {
+      const n = Math.min(500, count - done);
+      await platform.eventStore.push({ instanceId, creator: "bench" }, async () =>
+        Array.from({ length: n }, (_, i) => ({
+          aggregateType: USER,
+          aggregateId: owner.userId,
+          type: UserEvent.metadataSet,
+          resourceOwner: orgId,
+          payload: { key: `k${done + i}`, value: "dg==" },
+        })),
+      );
+    }
+    const before = received;
+    const worker = new DeliveryWorker(platform.executions.engine, platform.db, "bench-drain");
+    const started = performance.now();
+    worker.start();
+    while (received - before < count && performance.now() - started < 300_000)
+      await new Promise((r) => setTimeout(r, 20));
+    const seconds = (performance.now() - started) / 1000;
+    await worker.stop();
+    console.log(
+      `backlog: ${received - before} of ${count} events delivered in ${seconds.toFixed(2)} s: ` +
+        `${Math.round((received - before) / seconds)} events/s (${platform.db.kind})`,
+    );
+  } finally {
+    await platform.stop();
+    target.close();
+  }
+}
