@@ -117,7 +117,9 @@ export async function createPlatform(
 function identifyCaller(values: ContextValues) {
   const caller = callerOf(values);
   if (!caller) return { orgId: "", projectId: "", userId: "" };
-  return { orgId: caller.kind === "user" ? caller.orgId : "", projectId: "", userId: caller.userId };
+  // an access token's caller may name the project of its client (OIDC); a PAT's has none
+  const projectId = (caller as { projectId?: string }).projectId ?? "";
+  return { orgId: caller.kind === "user" ? caller.orgId : "", projectId, userId: caller.userId };
 }
 
 /** Listens on PLATFORM_PORT (all interfaces, IPv4 and IPv6); returns the bound port. */

@@ -15,6 +15,7 @@
  * (a failure stops the call with an error naming the target), neither (a failure is logged and the call
  * goes on). No call is ever made inside a database transaction.
  */
+import { setMaxListeners } from "node:events";
 import {
   type DescMessage,
   fromJson,
@@ -137,6 +138,8 @@ export class ExecutionEngine {
   /** For google.protobuf.Any in request and response JSON (set by the server once the API is registered). */
   registry?: Registry;
   private readonly pending = new Set<Promise<unknown>>();
+  /** Cancels the asynchronous calls still running when the process stops. */
+  private readonly stopping = new AbortController();
 
   constructor(
     readonly db: Queryable,
@@ -147,14 +150,27 @@ export class ExecutionEngine {
     options: { cacheTtlMs?: number } = {},
   ) {
     this.lookup = new ExecutionLookup(db, eventStore, options.cacheTtlMs);
+    setMaxListeners(0, this.stopping.signal); // one listener per asynchronous call under way
     this.http = new HttpCaller({
       denyList: settings.denyList,
       maxResponseBytes: settings.maxResponseBytes,
     });
   }
 
-  /** Waits for the asynchronous calls under way, then closes kept-alive connections. */
-  async close(): Promise<void> {
+  /**
+   * Lets the asynchronous calls under way finish for up to `graceMs`, cancels the rest, then closes the
+   * kept-alive connections.
+   */
+  async close(graceMs = 5_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.pending]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, graceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    this.stopping.abort();
     await Promise.allSettled([...this.pending]);
     this.http.close();
   }
@@ -251,7 +267,7 @@ export class ExecutionEngine {
     for (const target of targets) {
       const body = JSON.stringify(payload(current));
       if (target.isAsync) {
-        this.detach(target, what, () => this.send(target, body), log);
+        this.detach(target, what, () => this.send(target, body, this.stopping.signal), log);
         continue;
       }
       try {
