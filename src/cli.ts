@@ -1,6 +1,14 @@
 import { parseArgs } from "node:util";
-import { type Config, ConfigError, externalOrigin, loadConfig, variables } from "./config.ts";
+import {
+  type Config,
+  ConfigError,
+  externalOrigin,
+  loadConfig,
+  resolveMasterKey,
+  variables,
+} from "./config.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
+import { SigningKeys } from "./oidc/keys.ts";
 import { createPlatform, listen } from "./platform.ts";
 import { projections } from "./query/projections/index.ts";
 import { migrate } from "./storage/migrate.ts";
@@ -12,9 +20,12 @@ Commands:
   start                          migrate the database, bootstrap on first start, serve
   migrate                        apply pending database migrations and exit
   projections rebuild [NAME...]  rebuild read models from the events (all when no name is given)
+  keys rotate [--instance ID]    new OIDC signing keys now, for one instance or all (the old ones stay
+                                 published until the tokens they signed expire)
 
 Options:
   --config FILE   YAML file with the same keys as the environment variables (the environment wins)
+  --instance ID   keys rotate: only this instance
   -h, --help      show this help
 
 Environment:
@@ -80,6 +91,10 @@ export async function main(argv: string[]): Promise<number> {
         }
         return 0;
       }
+      case "keys": {
+        if (rest[0] !== "rotate") return fail(`unknown keys command "${rest[0] ?? ""}" (expected: rotate)`);
+        return await rotateKeys(config, values.instance);
+      }
       default:
         return fail(`unknown command "${command}"; see platform --help`);
     }
@@ -134,11 +149,42 @@ async function start(config: Config): Promise<number> {
   return 0;
 }
 
+/** `platform keys rotate`: a new signing key for each instance (or one), signing from now on. */
+async function rotateKeys(config: Config, instanceId: string | undefined): Promise<number> {
+  if (config.databaseUrl) resolveMasterKey(config);
+  const db = await openDatabase(config);
+  try {
+    await migrate(db);
+    const keys = new SigningKeys(db, resolveMasterKey(config));
+    await keys.checkMasterKey();
+    const instances = (
+      await db.query<{ id: string }>(
+        instanceId === undefined
+          ? "SELECT id FROM instances ORDER BY created_at"
+          : "SELECT id FROM instances WHERE id = $1",
+        instanceId === undefined ? [] : [instanceId],
+      )
+    ).map((row) => row.id);
+    if (instanceId !== undefined && instances.length === 0) return fail(`no instance ${instanceId}`);
+    for (const id of instances) {
+      const key = await keys.rotate(id);
+      process.stdout.write(`instance ${id}: signing with key ${key.kid}\n`);
+    }
+    return 0;
+  } finally {
+    await db.close();
+  }
+}
+
 function parseCli(argv: string[]) {
   return parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { config: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      config: { type: "string" },
+      instance: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
   });
 }
 

@@ -93,6 +93,8 @@ describe("config", () => {
       [{ PLATFORM_SYSTEM_API_USERS: '{"ops": "not a key"}' }, "PLATFORM_SYSTEM_API_USERS"],
       [{ PLATFORM_MAX_SEARCH_LIMIT: "0" }, "PLATFORM_MAX_SEARCH_LIMIT"],
       [{ PLATFORM_MAX_PASSWORD_ATTEMPTS: "ten" }, "PLATFORM_MAX_PASSWORD_ATTEMPTS"],
+      [{ PLATFORM_MASTERKEY: "too short" }, "PLATFORM_MASTERKEY"],
+      [{ PLATFORM_MASTERKEY: "a".repeat(63) }, "PLATFORM_MASTERKEY"],
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "1MiB" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "100" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "2147483648" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],
@@ -113,6 +115,16 @@ describe("config", () => {
         JSON.stringify(env),
       );
     }
+  });
+
+  it("takes PLATFORM_MASTERKEY as 64 hex characters, base64 / base64url of 32 bytes, or 32 characters", () => {
+    const bytes = Buffer.from(Array.from({ length: 32 }, (_, i) => (i * 37 + 250) % 256));
+    for (const raw of [bytes.toString("hex"), bytes.toString("base64"), bytes.toString("base64url")]) {
+      assert.deepEqual(loadConfig({ PLATFORM_MASTERKEY: raw }).masterKey, bytes, raw);
+    }
+    const zitadelStyle = "MasterkeyNeedsToHave32Characters";
+    assert.deepEqual(loadConfig({ PLATFORM_MASTERKEY: zitadelStyle }).masterKey, Buffer.from(zitadelStyle));
+    assert.equal(loadConfig({}).masterKey, undefined);
   });
 
   it("takes the request body limit in bytes", () => {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
+import { loadOrCreateMasterKeyFile, masterKeyFile, parseMasterKey } from "./crypto/masterkey.ts";
 import { DenyList } from "./execution/deny-list.ts";
 
 /** Every setting of contract.md §2, validated once at start-up. */
@@ -35,6 +36,8 @@ export interface Config {
   loginAttemptsPerName: number;
   /** Certificate chain and key (PEM) when Platform terminates TLS itself. */
   tls?: { cert: Buffer; key: Buffer };
+  /** PLATFORM_MASTERKEY (32 bytes): encrypts the OIDC signing keys at rest. See `resolveMasterKey`. */
+  masterKey?: Buffer;
   /** Largest request body (REST) or request message (gRPC, gRPC-web, Connect) accepted, in bytes. */
   maxRequestBodyBytes: number;
   /** Bounds on client connections (src/server/listener.ts). */
@@ -109,6 +112,12 @@ export const variables: VariableSpec[] = [
     description: "machine user admin-client with IAM_OWNER; its PAT is written here (0600)",
   },
   { name: "PLATFORM_SYSTEM_API_USERS", description: 'JSON {"<id>": "<PEM public key>"}: system API users' },
+  {
+    name: "PLATFORM_MASTERKEY",
+    default: "generated (embedded)",
+    description:
+      "32-byte key encrypting the OIDC signing keys: 64 hex chars, base64, or 32 characters; required with DATABASE_URL",
+  },
   { name: "PLATFORM_LOG_LEVEL", default: "info", description: "pino log level" },
   {
     name: "PLATFORM_LOG_FORMAT",
@@ -276,6 +285,14 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
         }
       : undefined;
 
+  const masterKeyRaw = str("PLATFORM_MASTERKEY");
+  const masterKey = masterKeyRaw === undefined ? undefined : parseMasterKey(masterKeyRaw);
+  if (masterKeyRaw !== undefined && !masterKey) {
+    throw new ConfigError(
+      "PLATFORM_MASTERKEY",
+      "must be 32 bytes: 64 hex characters, base64 of 32 bytes, or exactly 32 characters",
+    );
+  }
   const headersTimeoutMs = parseInteger(
     "PLATFORM_HTTP_HEADERS_TIMEOUT_MS",
     str("PLATFORM_HTTP_HEADERS_TIMEOUT_MS", "10000")!,
@@ -398,6 +415,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       1_000_000,
     ),
     tls,
+    masterKey,
     maxRequestBodyBytes: parseInteger(
       "PLATFORM_MAX_REQUEST_BODY_BYTES",
       str("PLATFORM_MAX_REQUEST_BODY_BYTES", String(DEFAULT_MAX_REQUEST_BODY_BYTES))!,
@@ -407,6 +425,29 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     connections,
     execution,
   };
+}
+
+/**
+ * The master key the OIDC signing keys are encrypted with: PLATFORM_MASTERKEY, else (embedded database
+ * only) the key in `<PLATFORM_DATA_DIR>/masterkey`, generated there on first start. With DATABASE_URL the
+ * variable is required: several processes must share one key, and it must not live beside the database.
+ */
+export function resolveMasterKey(config: Pick<Config, "masterKey" | "databaseUrl" | "dataDir">): Buffer {
+  if (config.masterKey) return config.masterKey;
+  if (config.databaseUrl) {
+    throw new ConfigError(
+      "PLATFORM_MASTERKEY",
+      "is required with DATABASE_URL (32 bytes, e.g. `openssl rand -hex 32`); it encrypts the OIDC signing keys",
+    );
+  }
+  try {
+    return loadOrCreateMasterKeyFile(config.dataDir);
+  } catch (error) {
+    throw new ConfigError(
+      "PLATFORM_MASTERKEY",
+      `cannot use ${masterKeyFile(config.dataDir)}: ${(error as Error).message.replace(/^PLATFORM_MASTERKEY: /, "")}`,
+    );
+  }
 }
 
 /**

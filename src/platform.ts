@@ -7,11 +7,12 @@ import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
-import type { Config } from "./config.ts";
+import { type Config, resolveMasterKey } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
 import { createExecutions, type Executions } from "./execution/index.ts";
 import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
+import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
@@ -33,6 +34,8 @@ export interface Platform {
   /** What the RPC implementations use (also handy in tests). */
   deps: ServiceDeps;
   app: FastifyInstance;
+  /** The OpenID Connect provider (keys, clients, tokens; `issueAuthorizationCode` for the login flow). */
+  oidc: OidcProvider;
   /** The login UI and browser sessions (src/login): what the OIDC protocol side plugs into. */
   login: Login;
   /** The execution engine: calls action targets (src/execution). */
@@ -47,8 +50,11 @@ export async function createPlatform(
   config: Config,
   options: { db?: Database; authRequestCompleter?: AuthRequestCompleter } = {},
 ): Promise<Platform> {
+  if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
   const db = options.db ?? (await openDatabase(config));
   try {
+    // Embedded: generated into the data directory on first start, now that this process holds its lock.
+    const masterKey = resolveMasterKey(config);
     await migrate(db);
     const eventStore = new EventStore(db, projections);
     const instances = new InstanceDirectory(db);
@@ -74,6 +80,17 @@ export async function createPlatform(
       features: deps.features,
       log: app.log.child({ component: "executions" }),
     });
+    const oidc = createOidcProvider({
+      config,
+      db,
+      eventStore,
+      instances,
+      features: deps.features,
+      masterKey,
+    });
+    await oidc.keys.checkMasterKey();
+    deps.authenticator.addVerifier(oidc.apiVerifier);
+    oidc.register(app);
     const services = apiServices(deps);
     const api = registerApi(app, services, {
       interceptors: [authenticationInterceptor(deps)],
@@ -106,7 +123,7 @@ export async function createPlatform(
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, deps, app, login, executions, bootstrapResult, close };
+    return { config, db, eventStore, instances, deps, app, oidc, login, executions, bootstrapResult, close };
   } catch (error) {
     await db.close().catch(() => {});
     throw error;

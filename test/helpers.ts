@@ -8,6 +8,12 @@ import { createPlatform, listen, type Platform } from "../src/platform.ts";
 
 export const ADMIN_PASSWORD = "Password1!";
 
+/**
+ * PLATFORM_MASTERKEY of test servers on PostgreSQL (required there; embedded test servers generate
+ * their own into the data directory).
+ */
+export const TEST_MASTER_KEY = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
 /** A directory for one test, removed by the returned cleanup. */
 export function tempDir(prefix = "platform-"): string {
   const base = process.env.PLATFORM_TEST_TMP ?? os.tmpdir();
@@ -66,6 +72,7 @@ export async function startPlatform(
     PLATFORM_PORT: "0",
     PLATFORM_LOG_LEVEL: "silent",
     PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    ...(backend.env.DATABASE_URL ? { PLATFORM_MASTERKEY: TEST_MASTER_KEY } : {}),
     ...backend.env,
     ...options.env,
   });
@@ -79,9 +86,17 @@ export async function startPlatform(
   return Object.assign(platform, { url, backend, stop });
 }
 
-/** The environment of a child `platform` process: this one's, without test-runner variables. */
+/**
+ * The environment of a child `platform` process: this one's, without test-runner variables, with the test
+ * master key when it runs on PostgreSQL.
+ */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, PLATFORM_LOG_LEVEL: "warn", ...extra };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PLATFORM_LOG_LEVEL: "warn",
+    ...(extra.DATABASE_URL ? { PLATFORM_MASTERKEY: TEST_MASTER_KEY } : {}),
+    ...extra,
+  };
   delete env.NODE_TEST_CONTEXT;
   delete env.DATABASE_URL;
   return { ...env, ...extra };

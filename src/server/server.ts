@@ -63,22 +63,31 @@ administrator.</p>
  * trailers-only gRPC status to gRPC clients and a small HTML page to browsers.
  */
 function sendBlocked(headers: Record<string, string | string[] | undefined>, reply: FastifyReply) {
-  const contentType = String(headers["content-type"] ?? "");
-  if (contentType.startsWith("application/grpc")) {
-    return reply
-      .code(200)
-      .header(
-        "content-type",
-        contentType.startsWith("application/grpc-web") ? contentType : "application/grpc",
-      )
-      .header("grpc-status", String(Code.RESOURCE_EXHAUSTED))
-      .header("grpc-message", encodeURIComponent(BLOCKED_MESSAGE))
-      .send();
-  }
+  if (isGrpc(headers)) return sendGrpcStatus(headers, reply, Code.RESOURCE_EXHAUSTED, BLOCKED_MESSAGE);
   if (String(headers.accept ?? "").includes("text/html")) {
     return reply.code(429).type("text/html; charset=utf-8").send(BLOCKED_PAGE);
   }
   return reply.code(429).send({ code: Code.RESOURCE_EXHAUSTED, message: BLOCKED_MESSAGE, details: [] });
+}
+
+function isGrpc(headers: Record<string, string | string[] | undefined>): boolean {
+  return String(headers["content-type"] ?? "").startsWith("application/grpc");
+}
+
+/** A trailers-only gRPC (or gRPC-web) answer: HTTP 200 with grpc-status and grpc-message, no message. */
+function sendGrpcStatus(
+  headers: Record<string, string | string[] | undefined>,
+  reply: FastifyReply,
+  code: Code,
+  message: string,
+) {
+  const contentType = String(headers["content-type"] ?? "");
+  return reply
+    .code(200)
+    .header("content-type", contentType.startsWith("application/grpc-web") ? contentType : "application/grpc")
+    .header("grpc-status", String(code))
+    .header("grpc-message", encodeURIComponent(message))
+    .send();
 }
 
 /**
@@ -167,6 +176,9 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
     // No domain contains control characters (PostgreSQL refuses NUL in text): not found, without a lookup.
     const instance = CONTROL_CHARACTERS.test(host) ? undefined : await instances.byHost(host);
     if (!instance) {
+      // gRPC clients read the status from grpc-status, not from the HTTP status.
+      if (isGrpc(request.headers))
+        return sendGrpcStatus(request.headers, reply, Code.NOT_FOUND, "instance not found");
       return reply.code(404).send({ code: 5, message: "instance not found", details: [] });
     }
     request.scope.instanceId = instance.id;

@@ -81,6 +81,15 @@ export const instancesProjection: Projection = {
       await tx.query("DELETE FROM instance_domains WHERE instance_id = $1", [e.aggregateId]);
       // Secrets do not outlive their instance (the other read-model rows become unreachable).
       await tx.query("DELETE FROM action_target_signing_keys WHERE instance_id = $1", [e.aggregateId]);
+      for (const table of [
+        "oidc_signing_keys",
+        "oidc_access_tokens",
+        "oidc_refresh_tokens",
+        "oidc_authorization_codes",
+        "oidc_used_assertions",
+      ]) {
+        await tx.query(`DELETE FROM ${table} WHERE instance_id = $1`, [e.aggregateId]);
+      }
       await tx.query("DELETE FROM instances WHERE id = $1", [e.aggregateId]);
     },
   },

@@ -1,0 +1,49 @@
+import { isActive } from "./claims.ts";
+import type { OidcContext } from "./context.ts";
+import {
+  jwtMatches,
+  parseHandle,
+  type StoredAccessToken,
+  secretMatches,
+  unverifiedJti,
+} from "./token-store.ts";
+
+/** A token looks like a JWT (three dot-separated parts). */
+export function isJwt(token: string): boolean {
+  return token.split(".").length === 3;
+}
+
+/**
+ * The stored access token a bearer value stands for when it is one of this instance's, unexpired,
+ * unrevoked, and its user still exists and is active; undefined otherwise. Both formats are checked
+ * against the stored SHA-256: of an opaque token's secret part, or of the whole JWT (so a JWT needs no
+ * signature check here: only the exact token issued matches).
+ */
+export async function activeAccessToken(
+  ctx: OidcContext,
+  instanceId: string,
+  token: string,
+): Promise<StoredAccessToken | undefined> {
+  const stored = await storedAccessToken(ctx, instanceId, token);
+  if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= Date.now()) return undefined;
+  if (!isActive(stored.user)) return undefined;
+  return stored;
+}
+
+/** The stored access token that is exactly `token` (opaque or JWT), whatever its state. */
+export async function storedAccessToken(
+  ctx: OidcContext,
+  instanceId: string,
+  token: string,
+): Promise<StoredAccessToken | undefined> {
+  if (isJwt(token)) {
+    const jti = unverifiedJti(token);
+    if (!jti) return undefined;
+    const stored = await ctx.tokens.findAccessToken(instanceId, jti);
+    return stored && jwtMatches(token, stored) ? stored : undefined;
+  }
+  const handle = parseHandle(token);
+  if (handle?.kind !== "at") return undefined;
+  const stored = await ctx.tokens.findAccessToken(instanceId, handle.id);
+  return stored && !stored.jwt && secretMatches(handle, stored.secretHash) ? stored : undefined;
+}

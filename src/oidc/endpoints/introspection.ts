@@ -1,0 +1,66 @@
+import { activeAccessToken } from "../access-tokens.ts";
+import { loadMetadata, loginName, roleClaims, userClaims } from "../claims.ts";
+import { authenticateClient } from "../client-auth.ts";
+import type { OidcContext, RequestInfo } from "../context.ts";
+import { type Params, required } from "../http.ts";
+import { Reserved, scopeFromValues } from "../scopes.ts";
+
+/**
+ * Token introspection (RFC 7662): client_secret_basic or private_key_jwt only. `active: false` for
+ * expired, revoked, malformed and unknown tokens and for callers whose client ID or project is not in the
+ * token's audience; else the token's fields, `username` (`<username>@<primary domain>`), the user claims
+ * its scope allows and its roles.
+ */
+export async function introspectionEndpoint(
+  ctx: OidcContext,
+  info: RequestInfo,
+  params: Params,
+  authorization: string | undefined,
+  endpointUrl: string,
+): Promise<Record<string, unknown>> {
+  const { client } = await authenticateClient(ctx, info, authorization, params, "introspection", endpointUrl);
+  const token = required(params, "token");
+  const stored = await activeAccessToken(ctx, info.instance.id, token);
+  if (!stored?.user) return { active: false };
+  const audience = stored.audience;
+  if (!audience.includes(client.clientId) && !(client.projectId && audience.includes(client.projectId))) {
+    return { active: false };
+  }
+  const scope = scopeFromValues(stored.scope);
+  const user = stored.user;
+  const tokenClient =
+    stored.clientId === client.clientId
+      ? client
+      : await ctx.clients.byClientId(info.instance.id, stored.clientId);
+  const [metadata, roles] = await Promise.all([
+    scope.values.includes(Reserved.metadata) ? loadMetadata(ctx.db, info.instance.id, user.id) : undefined,
+    roleClaims(
+      ctx.userGrants,
+      info.instance.id,
+      user.id,
+      scope,
+      {
+        clientProjectId: tokenClient?.projectId,
+        audienceProjectIds: audience.filter((a) => a !== stored.clientId),
+      },
+      tokenClient?.projectRoleAssertion === true,
+    ),
+  ]);
+  const iat = Math.floor(stored.issuedAt.getTime() / 1000);
+  return {
+    active: true,
+    scope: stored.scope.join(" "),
+    client_id: stored.clientId,
+    token_type: "Bearer",
+    exp: Math.floor(stored.expiresAt.getTime() / 1000),
+    iat,
+    nbf: iat,
+    sub: user.id,
+    aud: audience,
+    iss: stored.issuer,
+    jti: stored.id,
+    username: loginName(user),
+    ...userClaims(user, scope, { metadata }),
+    ...roles,
+  };
+}

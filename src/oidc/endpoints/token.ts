@@ -1,0 +1,33 @@
+import { GrantType } from "../clients.ts";
+import type { OidcContext, RequestInfo } from "../context.ts";
+import { UnsupportedGrantType } from "../errors.ts";
+import { authorizationCodeGrant } from "../grants/authorization-code.ts";
+import { clientCredentialsGrant } from "../grants/client-credentials.ts";
+import { jwtBearerGrant } from "../grants/jwt-bearer.ts";
+import { refreshTokenGrant } from "../grants/refresh-token.ts";
+import { tokenExchangeGrant } from "../grants/token-exchange.ts";
+import type { Grant } from "../grants/types.ts";
+import { type Params, required } from "../http.ts";
+import type { TokenResponse } from "../issue.ts";
+
+const grants: Record<string, Grant> = {
+  [GrantType.authorizationCode]: authorizationCodeGrant,
+  [GrantType.refreshToken]: refreshTokenGrant,
+  [GrantType.clientCredentials]: clientCredentialsGrant,
+  [GrantType.jwtBearer]: jwtBearerGrant,
+  [GrantType.tokenExchange]: tokenExchangeGrant,
+};
+
+/** The token endpoint (RFC 6749 §3.2): dispatches on `grant_type`; unknown types are unsupported_grant_type. */
+export async function tokenEndpoint(
+  ctx: OidcContext,
+  info: RequestInfo,
+  params: Params,
+  authorization: string | undefined,
+  endpointUrl: string,
+): Promise<TokenResponse> {
+  const grantType = required(params, "grant_type");
+  const grant = Object.hasOwn(grants, grantType) ? grants[grantType] : undefined;
+  if (!grant) throw new UnsupportedGrantType(`grant_type ${grantType} is not supported`);
+  return grant(ctx, info, { params, authorization, endpointUrl });
+}

@@ -1,0 +1,66 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { InvalidClient, InvalidRequest, InvalidToken, type OAuthError } from "./errors.ts";
+
+/** Request parameters: each name at most once; empty values count as absent (RFC 6749 §3.1). */
+export type Params = ReadonlyMap<string, string>;
+
+const FORM = "application/x-www-form-urlencoded";
+
+/**
+ * The parameters of a form-encoded POST (RFC 6749 §3.2): another content type, or a parameter given twice,
+ * is `invalid_request`. The body arrives as a string (the OIDC routes register a raw parser).
+ */
+export function formParams(request: FastifyRequest): Params {
+  const type = String(request.headers["content-type"] ?? "")
+    .split(";", 1)[0]
+    .trim()
+    .toLowerCase();
+  if (type !== FORM) {
+    throw new InvalidRequest(`the request body must be ${FORM}${type ? `, not ${type}` : ""}`);
+  }
+  return parseParams(typeof request.body === "string" ? request.body : "");
+}
+
+/** Parses `a=1&b=2`, refusing repeated parameters. */
+export function parseParams(encoded: string): Params {
+  const params = new Map<string, string>();
+  if (encoded === "") return params;
+  const seen = new Set<string>();
+  for (const [name, value] of new URLSearchParams(encoded)) {
+    if (seen.has(name)) throw new InvalidRequest(`parameter ${name} is repeated`);
+    seen.add(name);
+    if (value !== "") params.set(name, value);
+  }
+  return params;
+}
+
+/** A parameter that must be present. */
+export function required(params: Params, name: string): string {
+  const value = params.get(name);
+  if (value === undefined) throw new InvalidRequest(`parameter ${name} is required`);
+  return value;
+}
+
+/** JSON that must not be cached (token, introspection, userinfo and error responses). */
+export function sendNoStore(reply: FastifyReply, body: unknown, status = 200): FastifyReply {
+  return reply
+    .code(status)
+    .header("cache-control", "no-store")
+    .header("pragma", "no-cache")
+    .type("application/json; charset=utf-8")
+    .send(typeof body === "string" ? body : JSON.stringify(body));
+}
+
+/** `{error, error_description}` with the error's status; the WWW-Authenticate challenge where one is due. */
+export function sendOAuthError(reply: FastifyReply, error: OAuthError, realm: string): FastifyReply {
+  if (error instanceof InvalidClient && error.basic) {
+    reply.header("www-authenticate", `Basic realm="${realm}"`);
+  }
+  if (error instanceof InvalidToken) {
+    reply.header(
+      "www-authenticate",
+      `Bearer realm="${realm}", error="invalid_token", error_description="${error.description.replace(/"/g, "'")}"`,
+    );
+  }
+  return sendNoStore(reply, { error: error.error, error_description: error.description }, error.status);
+}

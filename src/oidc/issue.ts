@@ -1,0 +1,273 @@
+import { createHash } from "node:crypto";
+import { SignJWT } from "jose";
+import { sha256 } from "../crypto/tokens.ts";
+import { newId } from "../id.ts";
+import type { Queryable } from "../storage/database.ts";
+import { loadMetadata, roleClaims, USERINFO_SCOPES, type UserRecord, userClaims } from "./claims.ts";
+import type { OidcClient } from "./clients.ts";
+import type { OidcContext, RequestInfo } from "./context.ts";
+import { InvalidScope } from "./errors.ts";
+import { MANAGEMENT_PROJECT_ALIAS, type ParsedScope, Reserved, Scope, scopeFromValues } from "./scopes.ts";
+import { type AccessTokenRecord, newHandle, type RefreshTokenRecord } from "./token-store.ts";
+
+/** The audience of a client's tokens: its client ID, its project and the projects of audience scopes. */
+export interface Audience {
+  audience: string[];
+  /** Project IDs in the audience (for role claims). */
+  projectIds: string[];
+}
+
+/**
+ * Resolves the audience scopes (`urn:platform:iam:org:project:id:<id>:aud`, `platform` = the instance's
+ * management project) to project IDs; a project that does not exist in the instance is invalid_scope.
+ */
+export async function resolveAudience(
+  ctx: OidcContext,
+  info: RequestInfo,
+  client: OidcClient,
+  scope: ParsedScope,
+): Promise<Audience> {
+  const projectIds: string[] = client.projectId ? [client.projectId] : [];
+  const toCheck: string[] = [];
+  for (const requested of scope.audienceProjects) {
+    const id = requested === MANAGEMENT_PROJECT_ALIAS ? info.instance.iamProjectId : requested;
+    if (requested !== MANAGEMENT_PROJECT_ALIAS && id !== client.projectId && !toCheck.includes(id)) {
+      toCheck.push(id);
+    }
+    if (!projectIds.includes(id)) projectIds.push(id);
+  }
+  if (toCheck.length > 0) {
+    const rows = await ctx.db.query<{ id: string }>(
+      "SELECT id FROM projects WHERE instance_id = $1 AND id = ANY($2)",
+      [info.instance.id, toCheck],
+    );
+    const missing = toCheck.filter((id) => !rows.some((r) => r.id === id));
+    if (missing.length > 0) throw new InvalidScope(`unknown project ${missing[0]} in an audience scope`);
+  }
+  return { audience: [client.clientId, ...projectIds], projectIds };
+}
+
+/** What a grant decided to issue. */
+export interface Issuance {
+  client: OidcClient;
+  /** The user the tokens are for. */
+  subject: string;
+  /** Its claims (needed for an ID token). */
+  user?: UserRecord;
+  /** The granted scope (what the access token carries). */
+  scope: ParsedScope;
+  audience: Audience;
+  /** Code or refresh-token family the tokens descend from (revoked together). */
+  familyId?: string;
+  sessionId?: string | null;
+  authTime?: Date | null;
+  amr?: string[] | null;
+  nonce?: string | null;
+  /** Issue an ID token (when the scope has openid). */
+  idToken: boolean;
+  /** Issue a refresh token of this family (its scope: the originally granted one). */
+  refresh?: { familyId: string; scope: string[]; absoluteExpiresAt: Date };
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: "Bearer";
+  expires_in: number;
+  scope?: string;
+  id_token?: string;
+  refresh_token?: string;
+}
+
+/** Tokens made but not stored yet. */
+export interface PreparedTokens {
+  response: TokenResponse;
+  access: AccessTokenRecord;
+  refresh?: RefreshTokenRecord;
+}
+
+/** Issues and stores the tokens of a grant (see `prepareTokens`). */
+export async function issueTokens(
+  ctx: OidcContext,
+  info: RequestInfo,
+  issuance: Issuance,
+): Promise<TokenResponse> {
+  const prepared = await prepareTokens(ctx, info, issuance);
+  await storeTokens(ctx, prepared);
+  return prepared.response;
+}
+
+/**
+ * Stores prepared tokens: in `tx` when given (a grant that also consumes a code or refresh token commits
+ * everything at once; nothing else may touch the database inside it, the embedded one has one connection).
+ */
+export async function storeTokens(ctx: OidcContext, prepared: PreparedTokens, tx?: Queryable): Promise<void> {
+  await ctx.tokens.insertAccessToken(prepared.access, tx);
+  if (prepared.refresh) await ctx.tokens.insertRefreshToken(prepared.refresh, tx);
+}
+
+/**
+ * Makes the access token (opaque or JWT, as the client is configured) and, when asked, the ID token and
+ * refresh token, with their rows; everything that reads the database or signs happens here.
+ */
+export async function prepareTokens(
+  ctx: OidcContext,
+  info: RequestInfo,
+  issuance: Issuance,
+): Promise<PreparedTokens> {
+  const { client, scope } = issuance;
+  const now = new Date();
+  const iat = Math.floor(now.getTime() / 1000);
+  const accessLifetime = ctx.lifetimes.accessToken;
+  const tokenId = newId();
+  const record: AccessTokenRecord = {
+    instanceId: info.instance.id,
+    id: tokenId,
+    clientId: client.clientId,
+    subject: issuance.subject,
+    audience: issuance.audience.audience,
+    scope: scope.values,
+    jwt: client.accessTokenType === "jwt",
+    secretHash: "",
+    issuer: info.issuer,
+    issuedAt: now,
+    expiresAt: new Date((iat + accessLifetime) * 1000),
+    familyId: issuance.familyId ?? null,
+    sessionId: issuance.sessionId ?? null,
+    authTime: issuance.authTime ?? null,
+    amr: issuance.amr ?? null,
+  };
+
+  let accessToken: string;
+  if (client.accessTokenType === "jwt") {
+    const claims: Record<string, unknown> = {
+      iss: info.issuer,
+      sub: issuance.subject,
+      aud: record.audience,
+      exp: iat + accessLifetime,
+      iat,
+      nbf: iat,
+      jti: tokenId,
+      client_id: client.clientId,
+      scope: scope.values.join(" "),
+    };
+    if (client.accessTokenRoleAssertion) {
+      Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
+    }
+    accessToken = await sign(ctx, info, claims, "at+jwt");
+    record.secretHash = sha256(accessToken);
+  } else {
+    const handle = newHandle("at", tokenId);
+    accessToken = handle.value;
+    record.secretHash = handle.secretHash;
+  }
+
+  const response: TokenResponse = {
+    access_token: accessToken,
+    token_type: "Bearer",
+    expires_in: accessLifetime,
+  };
+  if (scope.values.length > 0) response.scope = scope.values.join(" ");
+
+  let refresh: RefreshTokenRecord | undefined;
+  if (issuance.refresh) {
+    const refreshId = newId();
+    const handle = newHandle("rt", refreshId);
+    const idle = new Date(now.getTime() + ctx.lifetimes.refreshIdle * 1000);
+    refresh = {
+      instanceId: info.instance.id,
+      id: refreshId,
+      familyId: issuance.refresh.familyId,
+      clientId: client.clientId,
+      subject: issuance.subject,
+      audience: record.audience,
+      scope: issuance.refresh.scope,
+      secretHash: handle.secretHash,
+      issuer: info.issuer,
+      issuedAt: now,
+      expiresAt: idle < issuance.refresh.absoluteExpiresAt ? idle : issuance.refresh.absoluteExpiresAt,
+      absoluteExpiresAt: issuance.refresh.absoluteExpiresAt,
+      sessionId: issuance.sessionId ?? null,
+      authTime: issuance.authTime ?? null,
+      amr: issuance.amr ?? null,
+    };
+    response.refresh_token = handle.value;
+  }
+
+  if (issuance.idToken && scope.values.includes(Scope.openid)) {
+    response.id_token = await idToken(ctx, info, issuance, { accessToken });
+  }
+  return { response, access: record, refresh };
+}
+
+/**
+ * An ID token (OpenID Connect Core §2): RS256 by the instance's active key, `aud` the token audience,
+ * `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
+ * phone and address claims are left out when an access token is issued too (they come from userinfo),
+ * unless the client sets `id_token_userinfo_assertion`.
+ */
+export async function idToken(
+  ctx: OidcContext,
+  info: RequestInfo,
+  issuance: Issuance,
+  options: { accessToken?: string; code?: string },
+): Promise<string> {
+  const { client, user, scope } = issuance;
+  if (!user) throw new Error("an ID token needs the user's claims");
+  const iat = Math.floor(Date.now() / 1000);
+  const claims: Record<string, unknown> = {
+    iss: info.issuer,
+    sub: user.id,
+    aud: issuance.audience.audience,
+    exp: iat + ctx.lifetimes.idToken,
+    iat,
+    azp: client.clientId,
+    client_id: client.clientId,
+  };
+  if (issuance.authTime) claims.auth_time = Math.floor(issuance.authTime.getTime() / 1000);
+  if (issuance.nonce) claims.nonce = issuance.nonce;
+  if (issuance.amr?.length) claims.amr = issuance.amr;
+  if (issuance.sessionId) claims.sid = issuance.sessionId;
+  if (options.accessToken) claims.at_hash = halfHash(options.accessToken);
+  if (options.code) claims.c_hash = halfHash(options.code);
+  const leaveOut = options.accessToken && !client.idTokenUserinfoAssertion ? USERINFO_SCOPES : undefined;
+  const metadata = scope.values.includes(Reserved.metadata)
+    ? await loadMetadata(ctx.db, info.instance.id, user.id)
+    : undefined;
+  Object.assign(claims, userClaims(user, scope, { leaveOut, metadata }));
+  if (client.idTokenRoleAssertion) {
+    Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
+  }
+  return sign(ctx, info, claims, "JWT");
+}
+
+async function rolesFor(
+  ctx: OidcContext,
+  info: RequestInfo,
+  issuance: Issuance,
+  force: boolean,
+): Promise<Record<string, unknown>> {
+  return roleClaims(
+    ctx.userGrants,
+    info.instance.id,
+    issuance.subject,
+    issuance.scope,
+    { clientProjectId: issuance.client.projectId, audienceProjectIds: issuance.audience.projectIds },
+    force,
+  );
+}
+
+async function sign(ctx: OidcContext, info: RequestInfo, claims: Record<string, unknown>, typ: string) {
+  const key = await ctx.keys.active(info.instance.id);
+  return new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(key.privateKey!);
+}
+
+/** `at_hash` / `c_hash`: base64url of the left half of the SHA-256 of the ASCII value (RS256). */
+export function halfHash(value: string): string {
+  const digest = createHash("sha256").update(value, "ascii").digest();
+  return digest.subarray(0, digest.length / 2).toString("base64url");
+}
+
+/** The scope without offline_access (grants that never issue refresh tokens). */
+export function withoutOfflineAccess(scope: ParsedScope): ParsedScope {
+  return scopeFromValues(scope.values.filter((v) => v !== Scope.offlineAccess));
+}
