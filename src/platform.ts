@@ -87,6 +87,7 @@ export async function createPlatform(
       instances,
       features: deps.features,
       masterKey,
+      executions: executions.engine,
     });
     await oidc.keys.checkMasterKey();
     deps.authenticator.addVerifier(oidc.apiVerifier);

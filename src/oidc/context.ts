@@ -1,5 +1,6 @@
 import type { FastifyRequest } from "fastify";
 import type { Config } from "../config.ts";
+import type { ExecutionEngine } from "../execution/engine.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
@@ -42,6 +43,8 @@ export interface OidcContext {
   tokens: TokenStore;
   userGrants: UserGrantSource;
   lifetimes: Lifetimes;
+  /** The execution engine, for the function conditions `preuserinfo` and `preaccesstoken` (./functions.ts). */
+  executions?: ExecutionEngine;
 }
 
 /** The instance a request addressed and its issuer there. */

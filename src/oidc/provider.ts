@@ -4,6 +4,7 @@ import type { Config } from "../config.ts";
 import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
 import { SETTINGS } from "../domain/settings/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { ExecutionEngine } from "../execution/engine.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
@@ -32,6 +33,8 @@ export interface OidcProviderDeps {
   features: FeatureGate;
   /** PLATFORM_MASTERKEY (see `resolveMasterKey`). */
   masterKey: Buffer;
+  /** Runs the function conditions `preuserinfo` and `preaccesstoken` (src/execution). */
+  executions?: ExecutionEngine;
 }
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
@@ -63,6 +66,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     tokens,
     userGrants: userGrantsFromReadModel(deps.db),
     lifetimes: { ...defaultLifetimes },
+    executions: deps.executions,
   };
 
   const discoveryCache = new Map<string, { body: Buffer; until: number }>();
