@@ -87,14 +87,14 @@ async function call(method: string, p: string, body?: unknown): Promise<any> {
 
 async function load(
   p: string,
-  options: { method?: "GET" | "POST"; body?: (i: number) => string } = {},
+  options: { method?: "GET" | "POST"; body?: (i: number) => string; connections?: number } = {},
 ): Promise<autocannon.Result> {
   let i = 0;
   return autocannon({
     url: `${url}${p}`,
     method: options.method ?? "GET",
     headers: options.body ? json : auth,
-    connections,
+    connections: options.connections ?? connections,
     duration,
     requests: options.body
       ? [
@@ -122,6 +122,8 @@ try {
   console.log("|---|---:|---:|---:|---:|---:|");
   const languages = "/settings/v3alpha/languages";
   console.log(row("GET /settings/v3alpha/languages, no execution", await load(languages)));
+  const sequential = await load(languages, { connections: 1 });
+  console.log(row("same, 1 connection", sequential));
 
   const webhook = await call("POST", "/resources/v3alpha/targets", {
     name: "bench-webhook",
@@ -138,7 +140,12 @@ try {
   const before = received;
   const withTarget = await load(languages);
   console.log(row("same, request condition with one webhook target", withTarget));
-  console.log(`\n(the target received ${received - before} calls)\n`);
+  const sequentialWith = await load(languages, { connections: 1 });
+  console.log(row("same, 1 connection", sequentialWith));
+  console.log(
+    `\n(the target received ${received - before} calls; with 1 connection a call took ` +
+      `${(sequentialWith.latency.average - sequential.latency.average).toFixed(2)} ms more on average)\n`,
+  );
 
   // Event delivery throughput.
   const eventTarget = await call("POST", "/resources/v3alpha/targets", {
