@@ -4,6 +4,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   addMachineUser,
+  assertRejected,
   assertRpcError,
   eventCount,
   type RestCall,
@@ -427,6 +428,20 @@ describe("executions: request and response conditions", () => {
 
     const missing = await rest("POST", "/resources/v3alpha/targets/404/_rotate_signing_key");
     assertRpcError(missing, 404, Code.NotFound);
+    const tooLong = await rest("POST", `/resources/v3alpha/targets/${"x".repeat(201)}/_rotate_signing_key`);
+    assertRpcError(tooLong, 400, Code.InvalidArgument, "id: ");
+    const viewer = await addMachineUser(platform, {
+      username: "rotation-viewer",
+      membership: { contextType: "instance", roles: ["IAM_OWNER_VIEWER"] },
+    });
+    await assertRejected(
+      platform,
+      () => rest("POST", `/resources/v3alpha/targets/${id}/_rotate_signing_key`, { token: viewer.token }),
+      403,
+      Code.PermissionDenied,
+    );
+    const still = await rest("GET", `/resources/v3alpha/targets/${id}`);
+    assert.equal(still.json.target.target.signing_key, newKey, "a refused rotation changes nothing");
   });
 });
 
