@@ -388,7 +388,11 @@ describe("sessions", () => {
       [{ checks: { user: { login_name: "" } } }, 400, /^session\.checks\.user\.login_name: /],
       [{ checks: { user: { login_name: "a".repeat(501) } } }, 400, /^session\.checks\.user\.login_name: /],
       [{ checks: { user: { user_id: "1".repeat(201) } } }, 400, /^session\.checks\.user\.user_id: /],
-      [{ checks: { user: { user_id: 5 } } }, 400, /CheckUser\.user_id/],
+      [
+        { checks: { user: { user_id: 5 } } },
+        400,
+        /^session\.checks\.user\.user_id: invalid value: expected string, got 5$/,
+      ],
       [{ checks: { user: { user_id: "1", login_name: "admin" } } }, 400, /user_id|login_name|oneof/],
       [
         { checks: { user: { login_name: "admin" }, password: {} } },
@@ -403,7 +407,7 @@ describe("sessions", () => {
       [
         { checks: { user: { login_name: "admin" }, password: { password: 12 } } },
         400,
-        /CheckPassword\.password/,
+        /^session\.checks\.password\.password: invalid value: expected string, got 12$/,
       ],
       [{ checks: { user: { login_name: "admin" } }, unknown: 1 }, 400, /unknown/],
     ];
