@@ -109,6 +109,8 @@ export async function createPlatform(
       services.map((s) => s.service),
     );
     const login = registerLogin(app, deps, { completer: options.authRequestCompleter });
+    // stopped with the server (also when only the app is closed), before the database closes
+    app.addHook("onClose", () => executions.close());
     await app.ready();
     executions.start();
 
@@ -117,7 +119,6 @@ export async function createPlatform(
       closing ??= (async () => {
         try {
           await app.close();
-          await executions.close();
         } finally {
           await db.close();
         }

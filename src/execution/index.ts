@@ -70,6 +70,7 @@ export function createExecutions(options: {
   });
 
   let listener: { close(): Promise<void> } | undefined;
+  let closing: Promise<void> | undefined;
   return {
     engine,
     worker,
@@ -79,10 +80,13 @@ export function createExecutions(options: {
       if (db.kind === "postgres" && config.databaseUrl && !listener)
         listener = listenForDeliveries(config.databaseUrl, () => worker.wake(), log);
     },
-    async close() {
-      await listener?.close();
-      await worker.stop();
-      await engine.close();
+    close() {
+      closing ??= (async () => {
+        await listener?.close();
+        await worker.stop();
+        await engine.close();
+      })();
+      return closing;
     },
   };
 }

@@ -28,7 +28,7 @@ export function listenForDeliveries(
       if (closed || client !== c) return;
       client = undefined;
       c.end().catch(() => {});
-      timer = setTimeout(connect, RECONNECT_MS);
+      timer = setTimeout(connect, RECONNECT_MS).unref();
     };
     c.on("error", retry);
     c.on("end", retry);

@@ -101,7 +101,8 @@ export class DeliveryWorker {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
+      // a waiting worker never keeps the process alive
+      const timer = setTimeout(done, ms).unref();
       function done() {
         clearTimeout(timer);
         resolve();
