@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
 import { loadOrCreateMasterKeyFile, masterKeyFile, parseMasterKey } from "./crypto/masterkey.ts";
+import { DenyList } from "./execution/deny-list.ts";
 
 /** Every setting of contract.md §2, validated once at start-up. */
 export interface Config {
@@ -46,6 +47,21 @@ export interface Config {
     idleTimeoutMs: number;
     maxConnections: number;
   };
+  /** The execution engine (src/execution, docs/actions.md "Calling targets"). */
+  execution: ExecutionConfig;
+}
+
+export interface ExecutionConfig {
+  /** Hosts, addresses and networks targets may not reach (entries as configured, each valid). */
+  denyList: string[];
+  /** Attempts of an event delivery before it is given up. */
+  maxAttempts: number;
+  /** Delay before the first retry of an event delivery (doubling with each attempt, with jitter). */
+  retryDelayMs: number;
+  /** Largest answer body read from a target. */
+  maxResponseBytes: number;
+  /** How long a target's previous signing key stays valid after a rotation. */
+  signingKeyGraceSeconds: number;
 }
 
 export const logFormats = ["auto", "json", "pretty"] as const;
@@ -157,6 +173,31 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_LOGIN_ATTEMPTS_PER_NAME",
     default: "30",
     description: "login UI: password posts per minute per login name; 0 = no limit",
+  },
+  {
+    name: "PLATFORM_EXECUTION_DENY_LIST",
+    description:
+      "comma-separated IPs, CIDR networks and host names (*.domain) action targets may not reach (see docs/actions.md)",
+  },
+  {
+    name: "PLATFORM_EXECUTION_MAX_ATTEMPTS",
+    default: "12",
+    description: "attempts of an event delivery before it is marked failed",
+  },
+  {
+    name: "PLATFORM_EXECUTION_RETRY_DELAY_MS",
+    default: "1000",
+    description: "first retry delay of an event delivery; doubles per attempt (jittered, at most 1 h)",
+  },
+  {
+    name: "PLATFORM_EXECUTION_MAX_RESPONSE_BYTES",
+    default: "1048576",
+    description: "largest answer body read from a target; larger is an error of the target",
+  },
+  {
+    name: "PLATFORM_EXECUTION_SIGNING_KEY_GRACE_SECONDS",
+    default: "86400",
+    description: "how long a target's previous signing key is still sent after a rotation",
   },
 ];
 
@@ -287,6 +328,41 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     ),
   };
 
+  const denyListRaw = str("PLATFORM_EXECUTION_DENY_LIST", "")!;
+  let denyList: string[];
+  try {
+    denyList = new DenyList(denyListRaw.split(",")).entries.map((e) => e.trim()).filter((e) => e !== "");
+  } catch (error) {
+    throw new ConfigError("PLATFORM_EXECUTION_DENY_LIST", (error as Error).message);
+  }
+  const execution: ExecutionConfig = {
+    denyList,
+    maxAttempts: parseInteger(
+      "PLATFORM_EXECUTION_MAX_ATTEMPTS",
+      str("PLATFORM_EXECUTION_MAX_ATTEMPTS", "12")!,
+      1,
+      100,
+    ),
+    retryDelayMs: parseInteger(
+      "PLATFORM_EXECUTION_RETRY_DELAY_MS",
+      str("PLATFORM_EXECUTION_RETRY_DELAY_MS", "1000")!,
+      10,
+      3_600_000,
+    ),
+    maxResponseBytes: parseInteger(
+      "PLATFORM_EXECUTION_MAX_RESPONSE_BYTES",
+      str("PLATFORM_EXECUTION_MAX_RESPONSE_BYTES", "1048576")!,
+      1024,
+      MAX_REQUEST_BODY_BYTES_LIMIT,
+    ),
+    signingKeyGraceSeconds: parseInteger(
+      "PLATFORM_EXECUTION_SIGNING_KEY_GRACE_SECONDS",
+      str("PLATFORM_EXECUTION_SIGNING_KEY_GRACE_SECONDS", "86400")!,
+      0,
+      30 * 86400,
+    ),
+  };
+
   return {
     port,
     externalDomain,
@@ -347,6 +423,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       MAX_REQUEST_BODY_BYTES_LIMIT,
     ),
     connections,
+    execution,
   };
 }
 

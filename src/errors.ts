@@ -117,6 +117,12 @@ export class UnavailableError extends PlatformError {
     super(Code.UNAVAILABLE, message);
   }
 }
+/** A call the server made on the client's behalf (e.g. to an action target) did not answer in time. */
+export class DeadlineExceededError extends PlatformError {
+  constructor(message: string) {
+    super(Code.DEADLINE_EXCEEDED, message);
+  }
+}
 export class InternalError extends PlatformError {
   constructor(message = "internal error", cause?: unknown) {
     super(Code.INTERNAL, message, { cause });

@@ -1,3 +1,4 @@
+import type { ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import { idempotencyInterceptor } from "./api/idempotency.ts";
 import { registerDocs } from "./api/openapi/plugin.ts";
@@ -9,13 +10,14 @@ import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
 import { type Config, resolveMasterKey } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
+import { createExecutions, type Executions } from "./execution/index.ts";
 import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
 import { buildServer } from "./server/server.ts";
-import { authenticationInterceptor, callerScope } from "./services/call.ts";
+import { authenticationInterceptor, callerOf, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
 import { apiServices } from "./services/index.ts";
 import type { Database } from "./storage/database.ts";
@@ -36,6 +38,8 @@ export interface Platform {
   oidc: OidcProvider;
   /** The login UI and browser sessions (src/login): what the OIDC protocol side plugs into. */
   login: Login;
+  /** The execution engine: calls action targets (src/execution). */
+  executions: Executions;
   bootstrapResult?: BootstrapResult;
   /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
   close(): Promise<void>;
@@ -68,6 +72,14 @@ export async function createPlatform(
       authorizer: new Authorizer(db, eventStore),
       features: new FeatureGate(db, eventStore),
     };
+    const app = buildServer({ config, db, instances });
+    const executions = createExecutions({
+      config,
+      db,
+      eventStore,
+      features: deps.features,
+      log: app.log.child({ component: "executions" }),
+    });
     const oidc = createOidcProvider({
       config,
       db,
@@ -76,24 +88,32 @@ export async function createPlatform(
       features: deps.features,
       masterKey,
       authorizer: deps.authorizer,
+      executions: executions.engine,
     });
     await oidc.keys.checkMasterKey();
     deps.authenticator.addVerifier(oidc.apiVerifier);
-    const app = buildServer({ config, db, instances });
     oidc.register(app);
     const services = apiServices(deps);
-    registerApi(app, services, {
+    const api = registerApi(app, services, {
       interceptors: [authenticationInterceptor(deps)],
       readMaxBytes: config.maxRequestBodyBytes,
-      innerInterceptors: [idempotencyInterceptor({ store: new IdempotencyStore(db), callerScope })],
+      innerInterceptors: [
+        idempotencyInterceptor({ store: new IdempotencyStore(db), callerScope }),
+        // inside idempotency: a replayed answer calls no target again (src/execution/interceptor.ts)
+        executions.interceptor(identifyCaller),
+      ],
     });
+    executions.engine.registry = api.registry;
     registerDocs(app, { services: services.map((s) => s.service) });
     registerReflection(
       app,
       services.map((s) => s.service),
     );
     const login = registerLogin(app, deps, { completer: options.authRequestCompleter });
+    // stopped with the server (also when only the app is closed), before the database closes
+    app.addHook("onClose", () => executions.close());
     await app.ready();
+    executions.start();
 
     let closing: Promise<void> | undefined;
     const close = () => {
@@ -106,11 +126,20 @@ export async function createPlatform(
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, deps, app, oidc, login, bootstrapResult, close };
+    return { config, db, eventStore, instances, deps, app, oidc, login, executions, bootstrapResult, close };
   } catch (error) {
     await db.close().catch(() => {});
     throw error;
   }
+}
+
+/** The caller of an API call as request and response targets are told (src/execution/interceptor.ts). */
+function identifyCaller(values: ContextValues) {
+  const caller = callerOf(values);
+  if (!caller) return { orgId: "", projectId: "", userId: "" };
+  // an access token's caller may name the project of its client (OIDC); a PAT's has none
+  const projectId = (caller as { projectId?: string }).projectId ?? "";
+  return { orgId: caller.kind === "user" ? caller.orgId : "", projectId, userId: caller.userId };
 }
 
 /** Listens on PLATFORM_PORT (all interfaces, IPv4 and IPv6); returns the bound port. */

@@ -3,7 +3,7 @@
  * and Connect; the REST transcoder builds the same chain around the implementation):
  *
  *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → ...inner interceptors
- *   (e.g. idempotency keys) → implementation
+ *   (idempotency keys, then action executions: src/platform.ts) → implementation
  */
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";

@@ -53,6 +53,8 @@ export function toStoredEvent(row: EventRow): StoredEvent {
 }
 
 export type CommittedListener = (events: StoredEvent[]) => void;
+/** Runs in the transaction of an append, after the projections; throwing fails the push. */
+export type AppendHook = (tx: Queryable, events: StoredEvent[]) => Promise<void>;
 
 class SequenceConflict extends Error {}
 
@@ -66,6 +68,7 @@ const RETRYABLE_STATES = new Set(["40P01", "40001"]);
 export class EventStore {
   private readonly handlers = new Map<string, Array<Projection["handlers"][string]>>();
   private readonly listeners: CommittedListener[] = [];
+  private readonly appendHooks: AppendHook[] = [];
 
   constructor(
     readonly db: Database,
@@ -83,6 +86,14 @@ export class EventStore {
   /** Called after every commit (cache invalidation, execution queue). Must not throw. */
   onCommitted(listener: CommittedListener): void {
     this.listeners.push(listener);
+  }
+
+  /**
+   * Called in the transaction of every append with the stored events, after the projections: rows that
+   * must commit with the events (the execution outbox, src/execution/outbox.ts). Not run by rebuilds.
+   */
+  onAppended(hook: AppendHook): void {
+    this.appendHooks.push(hook);
   }
 
   /**
@@ -190,6 +201,7 @@ export class EventStore {
     for (const event of stored) {
       for (const handler of this.handlers.get(event.type) ?? []) await handler(tx, event);
     }
+    for (const hook of this.appendHooks) await hook(tx, stored);
     return stored;
   }
 

@@ -2,6 +2,7 @@ import type { FastifyRequest } from "fastify";
 import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { ExecutionEngine } from "../execution/engine.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
@@ -48,6 +49,8 @@ export interface OidcContext {
   eventStore: EventStore;
   /** Users' permissions from their memberships (token exchange: may the actor impersonate). */
   authorizer: Authorizer;
+  /** The execution engine, for the function conditions `preuserinfo` and `preaccesstoken` (./functions.ts). */
+  executions?: ExecutionEngine;
 }
 
 /** The instance a request addressed and its issuer there. */

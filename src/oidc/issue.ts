@@ -7,6 +7,7 @@ import { loadMetadata, roleClaims, USERINFO_SCOPES, type UserRecord, userClaims 
 import type { OidcClient } from "./clients.ts";
 import type { OidcContext, RequestInfo } from "./context.ts";
 import { InvalidScope } from "./errors.ts";
+import { withFunctionClaims } from "./functions.ts";
 import { MANAGEMENT_PROJECT_ALIAS, type ParsedScope, Reserved, Scope, scopeFromValues } from "./scopes.ts";
 import { type AccessTokenRecord, type Lineage, newHandle, type RefreshTokenRecord } from "./token-store.ts";
 
@@ -167,7 +168,15 @@ export async function prepareTokens(
     if (client.accessTokenRoleAssertion) {
       Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
     }
-    accessToken = await sign(ctx, info, claims, "at+jwt");
+    const withFunctions = await withFunctionClaims(
+      ctx,
+      info,
+      "preaccesstoken",
+      { userId: issuance.subject, user: issuance.user },
+      client,
+      claims,
+    );
+    accessToken = await sign(ctx, info, withFunctions, "at+jwt");
     record.secretHash = sha256(accessToken);
   } else {
     const handle = newHandle("at", tokenId);
@@ -254,7 +263,11 @@ export async function idToken(
   if (client.idTokenRoleAssertion) {
     Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
   }
-  return sign(ctx, info, claims, "JWT");
+  // an ID token with the userinfo claims gets what preuserinfo adds to them
+  const withFunctions = leaveOut
+    ? claims
+    : await withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, client, claims);
+  return sign(ctx, info, withFunctions, "JWT");
 }
 
 async function rolesFor(

@@ -5,6 +5,7 @@ import type { Config } from "../config.ts";
 import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
 import { SETTINGS } from "../domain/settings/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { ExecutionEngine } from "../execution/engine.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
@@ -35,6 +36,8 @@ export interface OidcProviderDeps {
   masterKey: Buffer;
   /** The API's authorizer (shares its membership cache); a new one when not given. */
   authorizer?: Authorizer;
+  /** Runs the function conditions `preuserinfo` and `preaccesstoken` (src/execution). */
+  executions?: ExecutionEngine;
 }
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
@@ -68,6 +71,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     lifetimes: { ...defaultLifetimes },
     eventStore: deps.eventStore,
     authorizer: deps.authorizer ?? new Authorizer(deps.db, deps.eventStore),
+    executions: deps.executions,
   };
 
   const discoveryCache = new Map<string, { body: Buffer; until: number }>();

@@ -127,16 +127,21 @@ export interface ExecutionTarget {
   /** The execution that lists the target: the applying one or one it includes. */
   listed_by: string;
   target_id: string;
+  /** The target's name (named in errors and logs). */
+  target_name: string;
   target_type: number;
   url: string;
   timeout_ns: string | number;
   is_async: boolean;
   interrupt_on_error: boolean;
   signing_key: string;
+  /** The key before the last rotation, while it is still valid (null otherwise). */
+  previous_signing_key: string | null;
+  previous_valid_until: Date | null;
 }
 
 /**
- * The targets to call when a condition triggers, for the caller of targets (a later issue), in one
+ * The targets to call when a condition triggers, for the execution engine (src/execution), in one
  * indexed query. `candidates` are the execution IDs that may apply, most specific first
  * (`executionCandidates` of src/domain/action/conditions.ts, e.g. `request./pkg.S/M`, `request.pkg.S`,
  * `request`).
@@ -170,8 +175,9 @@ export async function findExecutionTargets(
        JOIN action_executions e ON e.instance_id = $1 AND e.id = i.id
        WHERE tree.depth < 3
      )
-     SELECT (SELECT id FROM chosen) AS execution_id, tree.id AS listed_by, t.id AS target_id, t.target_type,
-            t.url, t.timeout_ns, t.is_async, t.interrupt_on_error, k.signing_key
+     SELECT (SELECT id FROM chosen) AS execution_id, tree.id AS listed_by, t.id AS target_id,
+            t.name AS target_name, t.target_type, t.url, t.timeout_ns, t.is_async, t.interrupt_on_error,
+            k.signing_key, k.previous_signing_key, k.previous_valid_until
      FROM tree CROSS JOIN LATERAL unnest(tree.targets) WITH ORDINALITY AS u(target_id, n)
      JOIN action_targets t ON t.instance_id = $1 AND t.id = u.target_id
      JOIN action_target_signing_keys k ON k.instance_id = $1 AND k.target_id = t.id

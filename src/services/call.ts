@@ -70,6 +70,11 @@ export function callerScope(values: ContextValues): { instanceId: string; caller
   return { instanceId: caller.instanceId, caller: `user:${caller.userId}` };
 }
 
+/** The caller the authentication interceptor found for this call (undefined: not authenticated). */
+export function callerOf(values: ContextValues): Caller | undefined {
+  return values.get(callerKey);
+}
+
 /** The authenticated caller (401 when the bearer token is missing or invalid). */
 export async function authenticate(deps: ServiceDeps, ctx: HandlerContext): Promise<Call> {
   const scope = scopeOf(ctx);

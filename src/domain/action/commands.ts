@@ -118,6 +118,42 @@ export async function changeTarget(
 }
 
 /**
+ * Gives a target a new signing key. The key it had stays valid until `previousValidUntil` (calls carry a
+ * signature under each), replacing any older previous key. The key is not in the event (its payload says
+ * until when the previous one is valid); it is written to `action_target_signing_keys` in the same
+ * transaction. NOT_FOUND when the target does not exist.
+ */
+export async function rotateSigningKey(
+  store: EventStore,
+  ctx: PushContext,
+  id: string,
+  signingKey: string,
+  graceSeconds: number,
+): Promise<Version> {
+  const [event] = await store.push(ctx, async (tx) => {
+    if (!foldTarget(await tx.load(TARGET, id))) throw new NotFoundError(`target ${id} not found`);
+    const rows = await tx.query<{ until: Date }>(
+      `UPDATE action_target_signing_keys
+       SET previous_signing_key = signing_key, signing_key = $3,
+           previous_valid_until = now() + make_interval(secs => $4::double precision)
+       WHERE instance_id = $1 AND target_id = $2 RETURNING previous_valid_until AS until`,
+      [ctx.instanceId, id, signingKey, graceSeconds],
+    );
+    const until = rows[0] ? new Date(rows[0].until) : new Date();
+    return [
+      {
+        aggregateType: TARGET,
+        aggregateId: id,
+        type: TargetEvent.signingKeyRotated,
+        resourceOwner: ctx.instanceId,
+        payload: { previous_valid_until: until.toISOString() },
+      },
+    ];
+  });
+  return versionOf(event);
+}
+
+/**
  * Removes a target and, in the same push, removes it from every execution that lists it (an
  * `execution.set` per execution, the executions stay).
  */

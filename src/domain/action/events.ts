@@ -12,6 +12,8 @@ export const TargetEvent = {
   added: "target.added",
   /** Only the fields that changed. */
   changed: "target.changed",
+  /** A new signing key (never in the event: `previous_valid_until` says until when the old one is sent too). */
+  signingKeyRotated: "target.signing_key.rotated",
   removed: "target.removed",
 } as const;
 
@@ -76,6 +78,9 @@ export function foldTarget(events: StoredEvent[]): TargetState | undefined {
             sequence: e.sequence,
             changedAt: e.createdAt,
           };
+        break;
+      case TargetEvent.signingKeyRotated:
+        if (state) state = { ...state, sequence: e.sequence, changedAt: e.createdAt };
         break;
       case TargetEvent.removed:
         state = undefined;

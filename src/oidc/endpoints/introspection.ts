@@ -2,6 +2,7 @@ import { activeAccessToken } from "../access-tokens.ts";
 import { loadMetadata, loginName, roleClaims, userClaims } from "../claims.ts";
 import { authenticateClient } from "../client-auth.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
+import { withFunctionClaims } from "../functions.ts";
 import { type Params, required } from "../http.ts";
 import { Reserved, scopeFromValues } from "../scopes.ts";
 
@@ -47,7 +48,7 @@ export async function introspectionEndpoint(
     ),
   ]);
   const iat = Math.floor(stored.issuedAt.getTime() / 1000);
-  return {
+  const claims = {
     active: true,
     scope: stored.scope.join(" "),
     client_id: stored.clientId,
@@ -64,4 +65,5 @@ export async function introspectionEndpoint(
     ...userClaims(user, scope, { metadata }),
     ...roles,
   };
+  return withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, tokenClient, claims);
 }

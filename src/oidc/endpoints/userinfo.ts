@@ -2,6 +2,7 @@ import { activeAccessToken } from "../access-tokens.ts";
 import { loadMetadata, roleClaims, userClaims } from "../claims.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { InvalidRequest, InvalidToken } from "../errors.ts";
+import { withFunctionClaims } from "../functions.ts";
 import type { Params } from "../http.ts";
 import { Reserved, scopeFromValues } from "../scopes.ts";
 
@@ -44,5 +45,6 @@ export async function userinfoEndpoint(
       client?.projectRoleAssertion === true,
     ),
   ]);
-  return { sub: user.id, ...userClaims(user, scope, { metadata }), ...roles };
+  const claims = { sub: user.id, ...userClaims(user, scope, { metadata }), ...roles };
+  return withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, client, claims);
 }

@@ -64,6 +64,12 @@ export const actionsProjection: Projection = {
         ],
       );
     },
+    [TargetEvent.signingKeyRotated]: async (tx, e) => {
+      await tx.query(
+        "UPDATE action_targets SET changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2",
+        [e.instanceId, e.aggregateId, e.createdAt, e.sequence],
+      );
+    },
     [TargetEvent.removed]: async (tx, e) => {
       await tx.query("DELETE FROM action_targets WHERE instance_id = $1 AND id = $2", [
         e.instanceId,

@@ -6,6 +6,7 @@ import { InternalError } from "../../errors.ts";
 import { PlatformActions } from "../../gen/platform/resources/action/v3alpha/action_service_pb.ts";
 import { authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
+import { deliveryRpcs } from "./deliveries.ts";
 import { AvailableConditions, executionRpcs } from "./executions.ts";
 import { targetRpcs } from "./targets.ts";
 
@@ -30,5 +31,6 @@ export function actionsService(deps: ServiceDeps, services: () => DescService[])
   return apiService(PlatformActions, {
     ...targetRpcs(deps, gate),
     ...executionRpcs(deps, gate, new AvailableConditions(services)),
+    ...deliveryRpcs(deps, gate),
   });
 }

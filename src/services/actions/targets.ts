@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { randomToken } from "../../crypto/tokens.ts";
-import { addTarget, changeTarget, removeTarget } from "../../domain/action/commands.ts";
+import { addTarget, changeTarget, removeTarget, rotateSigningKey } from "../../domain/action/commands.ts";
 import { ExecutionChoice, type TargetFields, TargetType } from "../../domain/action/events.ts";
 import { NotFoundError } from "../../errors.ts";
 import {
@@ -10,6 +10,7 @@ import {
   GetTargetResponseSchema,
   PatchTargetResponseSchema,
   type PlatformActions,
+  RotateTargetSigningKeyResponseSchema,
   SearchTargetsResponseSchema,
 } from "../../gen/platform/resources/action/v3alpha/action_service_pb.ts";
 import type { PatchTarget, Target } from "../../gen/platform/resources/action/v3alpha/target_pb.ts";
@@ -120,6 +121,22 @@ export function targetRpcs(
       );
       return create(DeleteTargetResponseSchema, {
         details: resourceDetails({ ...version, owner: instanceOwner(call.instanceId) }),
+      });
+    },
+
+    async rotateTargetSigningKey(req, ctx) {
+      const call = await authorize(ctx, "action.target.write");
+      const signingKey = randomToken();
+      const version = await rotateSigningKey(
+        deps.eventStore,
+        { instanceId: call.instanceId, creator: call.creator },
+        req.id,
+        signingKey,
+        deps.config.execution.signingKeyGraceSeconds,
+      );
+      return create(RotateTargetSigningKeyResponseSchema, {
+        details: resourceDetails({ ...version, owner: instanceOwner(call.instanceId) }),
+        signingKey,
       });
     },
 

@@ -1,9 +1,52 @@
 import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Json, restClient, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
+import { type Json, restClient, startPlatform, type TestPlatform, tempDir } from "../../../test/helpers.ts";
+import { freePort } from "../../../test/process.ts";
 import { addCallers } from "./testing.ts";
+
+/** The `verify.mjs` of docs/actions.md ("Verifying the signature"), as printed there. */
+function verifierFromDocs(): string {
+  const doc = readFileSync(new URL("../../../docs/actions.md", import.meta.url), "utf8");
+  const section = doc.slice(doc.indexOf("## Verifying the signature"));
+  const code = /```js\n([\s\S]*?)```/.exec(section)?.[1];
+  assert.ok(code, "docs/actions.md has the verify.mjs example");
+  return code;
+}
+
+/** Runs the docs' verifier with a signing key; resolves with what it prints and how to stop it. */
+async function startVerifier(signingKey: string, port: number) {
+  const file = path.join(tempDir("verify-"), "verify.mjs");
+  writeFileSync(file, verifierFromDocs());
+  const child: ChildProcess = spawn(process.execPath, [file], {
+    env: { PATH: process.env.PATH, SIGNING_KEY: signingKey, PORT: String(port) },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let printed = "";
+  child.stdout!.on("data", (d) => (printed += d));
+  const url = `http://127.0.0.1:${port}/webhook`;
+  for (let i = 0; ; i++) {
+    try {
+      await fetch(url, { method: "POST", body: "{}" });
+      break;
+    } catch (error) {
+      if (i > 100) throw error;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return {
+    url,
+    printed: () => printed,
+    stop: async () => {
+      child.kill();
+      await new Promise((r) => child.once("exit", r));
+    },
+  };
+}
 
 const CREATE_USER = "/platform.resources.user.v3alpha.PlatformUsers/CreateUser";
 
@@ -18,7 +61,7 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     platform = await startPlatform({ listen: true });
     const callers = await addCallers(platform);
     rest = restClient(platform, () => callers.owner);
-    // step 1: a local server that accepts what is POSTed to /webhook
+    // a local server that accepts what is POSTed to /webhook (for the lowerCamelCase walkthrough)
     webhook = createServer((req, res) => {
       req.resume();
       req.on("end", () => res.end());
@@ -39,12 +82,13 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     assert.ok(services.json.services.includes("platform.resources.user.v3alpha.PlatformUsers"));
   });
 
-  it("creates the target, sets the execution on CreateUser, creates a user, and runs the further calls", async () => {
-    // step 2: the target
+  it("creates the target, runs the verifying server, sets the execution on CreateUser, creates a user, and runs the further calls", async () => {
+    // step 1: the target
+    const port = await freePort();
     const target = await rest("POST", "/resources/v3alpha/targets", {
       json: {
         name: "local-webhook",
-        rest_webhook: { url: webhookUrl },
+        rest_webhook: { url: `http://127.0.0.1:${port}/webhook` },
         timeout: "10s",
         interrupt_on_error: true,
       },
@@ -53,6 +97,28 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     const id = target.json.details.id as string;
     assert.equal(target.json.details.sequence, "1");
     assert.ok(target.json.signing_key.length >= 32);
+
+    // step 2: the verifying server of the docs
+    const verifier = await startVerifier(target.json.signing_key, port);
+    try {
+      const forged = await fetch(verifier.url, {
+        method: "POST",
+        headers: { "platform-signature": `t=${Math.floor(Date.now() / 1000)},v1=${"0".repeat(64)}` },
+        body: "{}",
+      });
+      assert.equal(forged.status, 401, "a forged signature is refused");
+      await walkthrough(id, target.json.signing_key, verifier);
+    } finally {
+      await verifier.stop();
+    }
+  });
+
+  async function walkthrough(
+    id: string,
+    signingKey: string,
+    verifier: Awaited<ReturnType<typeof startVerifier>>,
+  ) {
+    const webhookUrl = verifier.url;
 
     // step 3: the execution for user creation
     const execution = await rest("POST", "/resources/v3alpha/executions", {
@@ -74,6 +140,13 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     assert.equal(user.status, 201, JSON.stringify(user.json));
     const got = await rest("GET", `/resources/v3alpha/users/${user.json.details.id}`);
     assert.equal(got.status, 200, JSON.stringify(got.json));
+    // the verifier accepted exactly one call (the interrupting target answered 200) and printed it
+    const printed = verifier.printed().trim().split("\n");
+    assert.equal(printed.length, 1, verifier.printed());
+    const payload = JSON.parse(printed[0]);
+    assert.equal(payload.fullMethod, CREATE_USER);
+    assert.equal(payload.request.user.username, "walkthrough");
+    assert.equal(payload.request.user.human.profile.given_name, "Walk");
 
     // "More calls"
     const read = await rest("GET", `/resources/v3alpha/targets/${id}`);
@@ -83,7 +156,7 @@ describe("actions: the walkthrough of docs/actions.md", () => {
       rest_webhook: { url: webhookUrl },
       timeout: "10s",
       interrupt_on_error: true,
-      signing_key: target.json.signing_key,
+      signing_key: signingKey,
     });
     const patched = await rest("PATCH", `/resources/v3alpha/targets/${id}`, {
       json: { timeout: "5s", is_async: true },
@@ -112,7 +185,7 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     assert.equal(deleted.json.details.id, `request.${CREATE_USER}`);
     const none = await rest("POST", "/resources/v3alpha/executions/_search", { json: [{ target: { id } }] });
     assert.equal(none.json.details.total_result, "0");
-  });
+  }
 
   it("accepts the lowerCamelCase names of interface.md's walkthrough", async () => {
     const target = await rest("POST", "/resources/v3alpha/targets", {

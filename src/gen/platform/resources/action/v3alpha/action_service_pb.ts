@@ -11,6 +11,8 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../../../google/api/annotations_pb.ts";
 import type { Details, ListDetails, ListQuery } from "../../../object/v3alpha/object_pb.ts";
 import { file_platform_object_v3alpha_object } from "../../../object/v3alpha/object_pb.ts";
+import type { Delivery, DeliverySearchFilter } from "./delivery_pb.ts";
+import { file_platform_resources_action_v3alpha_delivery } from "./delivery_pb.ts";
 import type { Execution, ExecutionSearchFilter, GetExecution } from "./execution_pb.ts";
 import { file_platform_resources_action_v3alpha_execution } from "./execution_pb.ts";
 import type { GetTarget, PatchTarget, Target, TargetFieldName, TargetSearchFilter } from "./target_pb.ts";
@@ -22,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/resources/action/v3alpha/action_service.proto.
  */
 export const file_platform_resources_action_v3alpha_action_service: GenFile = /*@__PURE__*/
-  fileDesc("CjZwbGF0Zm9ybS9yZXNvdXJjZXMvYWN0aW9uL3YzYWxwaGEvYWN0aW9uX3NlcnZpY2UucHJvdG8SIXBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYSJYChNDcmVhdGVUYXJnZXRSZXF1ZXN0EkEKBnRhcmdldBgBIAEoCzIpLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5UYXJnZXRCBsrzGAIIASJeChRDcmVhdGVUYXJnZXRSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxITCgtzaWduaW5nX2tleRgCIAEoCSJzChJQYXRjaFRhcmdldFJlcXVlc3QSFQoCaWQYASABKAlCCcrzGAUIARjIARJGCgZ0YXJnZXQYAiABKAsyLi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUGF0Y2hUYXJnZXRCBsrzGAIIASJIChNQYXRjaFRhcmdldFJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzIiwKE0RlbGV0ZVRhcmdldFJlcXVlc3QSFQoCaWQYASABKAlCCcrzGAUIARjIASJJChREZWxldGVUYXJnZXRSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscyIpChBHZXRUYXJnZXRSZXF1ZXN0EhUKAmlkGAEgASgJQgnK8xgFCAEYyAEiUQoRR2V0VGFyZ2V0UmVzcG9uc2USPAoGdGFyZ2V0GAEgASgLMiwucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkdldFRhcmdldCLlAQoUU2VhcmNoVGFyZ2V0c1JlcXVlc3QSMQoFcXVlcnkYASABKAsyIi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5MaXN0UXVlcnkSUgoOc29ydGluZ19jb2x1bW4YAiABKA4yMi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuVGFyZ2V0RmllbGROYW1lQgbK8xgCMAESRgoHZmlsdGVycxgDIAMoCzI1LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5UYXJnZXRTZWFyY2hGaWx0ZXIi2AEKFVNlYXJjaFRhcmdldHNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSSgoOc29ydGluZ19jb2x1bW4YAiABKA4yMi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuVGFyZ2V0RmllbGROYW1lEjwKBnJlc3VsdBgDIAMoCzIsLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5HZXRUYXJnZXQiXgoTUHV0RXhlY3V0aW9uUmVxdWVzdBJHCglleGVjdXRpb24YASABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuRXhlY3V0aW9uQgbK8xgCCAEiSQoUUHV0RXhlY3V0aW9uUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMiLwoWRGVsZXRlRXhlY3V0aW9uUmVxdWVzdBIVCgJpZBgBIAEoCUIJyvMYBQgBGMgBIkwKF0RlbGV0ZUV4ZWN1dGlvblJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzIpcBChdTZWFyY2hFeGVjdXRpb25zUmVxdWVzdBIxCgVxdWVyeRgBIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeRJJCgdmaWx0ZXJzGAIgAygLMjgucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkV4ZWN1dGlvblNlYXJjaEZpbHRlciKSAQoYU2VhcmNoRXhlY3V0aW9uc1Jlc3BvbnNlEjUKB2RldGFpbHMYASABKAsyJC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5MaXN0RGV0YWlscxI/CgZyZXN1bHQYAiADKAsyLy5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuR2V0RXhlY3V0aW9uIigKJkxpc3RBdmFpbGFibGVFeGVjdXRpb25GdW5jdGlvbnNSZXF1ZXN0IjwKJ0xpc3RBdmFpbGFibGVFeGVjdXRpb25GdW5jdGlvbnNSZXNwb25zZRIRCglmdW5jdGlvbnMYASADKAkiJgokTGlzdEF2YWlsYWJsZUV4ZWN1dGlvbk1ldGhvZHNSZXF1ZXN0IjgKJUxpc3RBdmFpbGFibGVFeGVjdXRpb25NZXRob2RzUmVzcG9uc2USDwoHbWV0aG9kcxgBIAMoCSInCiVMaXN0QXZhaWxhYmxlRXhlY3V0aW9uU2VydmljZXNSZXF1ZXN0IjoKJkxpc3RBdmFpbGFibGVFeGVjdXRpb25TZXJ2aWNlc1Jlc3BvbnNlEhAKCHNlcnZpY2VzGAEgAygJMt8QCg9QbGF0Zm9ybUFjdGlvbnMSqwEKDENyZWF0ZVRhcmdldBI2LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5DcmVhdGVUYXJnZXRSZXF1ZXN0GjcucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkNyZWF0ZVRhcmdldFJlc3BvbnNlIiqC0+STAiQ6BnRhcmdldCIaL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMSrQEKC1BhdGNoVGFyZ2V0EjUucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLlBhdGNoVGFyZ2V0UmVxdWVzdBo2LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5QYXRjaFRhcmdldFJlc3BvbnNlIi+C0+STAik6BnRhcmdldDIfL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMve2lkfRKoAQoMRGVsZXRlVGFyZ2V0EjYucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkRlbGV0ZVRhcmdldFJlcXVlc3QaNy5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuRGVsZXRlVGFyZ2V0UmVzcG9uc2UiJ4LT5JMCISofL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMve2lkfRKfAQoJR2V0VGFyZ2V0EjMucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkdldFRhcmdldFJlcXVlc3QaNC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuR2V0VGFyZ2V0UmVzcG9uc2UiJ4LT5JMCIRIfL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMve2lkfRK3AQoNU2VhcmNoVGFyZ2V0cxI3LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hUYXJnZXRzUmVxdWVzdBo4LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hUYXJnZXRzUmVzcG9uc2UiM4LT5JMCLToHZmlsdGVycyIiL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMvX3NlYXJjaBKxAQoMUHV0RXhlY3V0aW9uEjYucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLlB1dEV4ZWN1dGlvblJlcXVlc3QaNy5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUHV0RXhlY3V0aW9uUmVzcG9uc2UiMILT5JMCKjoJZXhlY3V0aW9uIh0vcmVzb3VyY2VzL3YzYWxwaGEvZXhlY3V0aW9ucxK0AQoPRGVsZXRlRXhlY3V0aW9uEjkucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkRlbGV0ZUV4ZWN1dGlvblJlcXVlc3QaOi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuRGVsZXRlRXhlY3V0aW9uUmVzcG9uc2UiKoLT5JMCJCoiL3Jlc291cmNlcy92M2FscGhhL2V4ZWN1dGlvbnMve2lkfRLDAQoQU2VhcmNoRXhlY3V0aW9ucxI6LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hFeGVjdXRpb25zUmVxdWVzdBo7LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hFeGVjdXRpb25zUmVzcG9uc2UiNoLT5JMCMDoHZmlsdGVycyIlL3Jlc291cmNlcy92M2FscGhhL2V4ZWN1dGlvbnMvX3NlYXJjaBLpAQofTGlzdEF2YWlsYWJsZUV4ZWN1dGlvbkZ1bmN0aW9ucxJJLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uRnVuY3Rpb25zUmVxdWVzdBpKLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uRnVuY3Rpb25zUmVzcG9uc2UiL4LT5JMCKRInL3Jlc291cmNlcy92M2FscGhhL2V4ZWN1dGlvbnMvZnVuY3Rpb25zEuEBCh1MaXN0QXZhaWxhYmxlRXhlY3V0aW9uTWV0aG9kcxJHLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uTWV0aG9kc1JlcXVlc3QaSC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuTGlzdEF2YWlsYWJsZUV4ZWN1dGlvbk1ldGhvZHNSZXNwb25zZSItgtPkkwInEiUvcmVzb3VyY2VzL3YzYWxwaGEvZXhlY3V0aW9ucy9tZXRob2RzEuUBCh5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uU2VydmljZXMSSC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuTGlzdEF2YWlsYWJsZUV4ZWN1dGlvblNlcnZpY2VzUmVxdWVzdBpJLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uU2VydmljZXNSZXNwb25zZSIugtPkkwIoEiYvcmVzb3VyY2VzL3YzYWxwaGEvZXhlY3V0aW9ucy9zZXJ2aWNlc2IGcHJvdG8z", [file_google_api_annotations, file_platform_object_v3alpha_object, file_platform_resources_action_v3alpha_execution, file_platform_resources_action_v3alpha_target, file_platform_validate_v1_validate]);
+  fileDesc("CjZwbGF0Zm9ybS9yZXNvdXJjZXMvYWN0aW9uL3YzYWxwaGEvYWN0aW9uX3NlcnZpY2UucHJvdG8SIXBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYSJYChNDcmVhdGVUYXJnZXRSZXF1ZXN0EkEKBnRhcmdldBgBIAEoCzIpLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5UYXJnZXRCBsrzGAIIASJeChRDcmVhdGVUYXJnZXRSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxITCgtzaWduaW5nX2tleRgCIAEoCSJzChJQYXRjaFRhcmdldFJlcXVlc3QSFQoCaWQYASABKAlCCcrzGAUIARjIARJGCgZ0YXJnZXQYAiABKAsyLi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUGF0Y2hUYXJnZXRCBsrzGAIIASJIChNQYXRjaFRhcmdldFJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzIiwKE0RlbGV0ZVRhcmdldFJlcXVlc3QSFQoCaWQYASABKAlCCcrzGAUIARjIASJJChREZWxldGVUYXJnZXRSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscyI2Ch1Sb3RhdGVUYXJnZXRTaWduaW5nS2V5UmVxdWVzdBIVCgJpZBgBIAEoCUIJyvMYBQgBGMgBImgKHlJvdGF0ZVRhcmdldFNpZ25pbmdLZXlSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxITCgtzaWduaW5nX2tleRgCIAEoCSIpChBHZXRUYXJnZXRSZXF1ZXN0EhUKAmlkGAEgASgJQgnK8xgFCAEYyAEiUQoRR2V0VGFyZ2V0UmVzcG9uc2USPAoGdGFyZ2V0GAEgASgLMiwucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkdldFRhcmdldCLlAQoUU2VhcmNoVGFyZ2V0c1JlcXVlc3QSMQoFcXVlcnkYASABKAsyIi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5MaXN0UXVlcnkSUgoOc29ydGluZ19jb2x1bW4YAiABKA4yMi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuVGFyZ2V0RmllbGROYW1lQgbK8xgCMAESRgoHZmlsdGVycxgDIAMoCzI1LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5UYXJnZXRTZWFyY2hGaWx0ZXIi2AEKFVNlYXJjaFRhcmdldHNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSSgoOc29ydGluZ19jb2x1bW4YAiABKA4yMi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuVGFyZ2V0RmllbGROYW1lEjwKBnJlc3VsdBgDIAMoCzIsLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5HZXRUYXJnZXQiXgoTUHV0RXhlY3V0aW9uUmVxdWVzdBJHCglleGVjdXRpb24YASABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuRXhlY3V0aW9uQgbK8xgCCAEiSQoUUHV0RXhlY3V0aW9uUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMiLwoWRGVsZXRlRXhlY3V0aW9uUmVxdWVzdBIVCgJpZBgBIAEoCUIJyvMYBQgBGMgBIkwKF0RlbGV0ZUV4ZWN1dGlvblJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzIpcBChdTZWFyY2hFeGVjdXRpb25zUmVxdWVzdBIxCgVxdWVyeRgBIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeRJJCgdmaWx0ZXJzGAIgAygLMjgucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkV4ZWN1dGlvblNlYXJjaEZpbHRlciKSAQoYU2VhcmNoRXhlY3V0aW9uc1Jlc3BvbnNlEjUKB2RldGFpbHMYASABKAsyJC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5MaXN0RGV0YWlscxI/CgZyZXN1bHQYAiADKAsyLy5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuR2V0RXhlY3V0aW9uIp8BCiBTZWFyY2hFeGVjdXRpb25EZWxpdmVyaWVzUmVxdWVzdBIxCgVxdWVyeRgBIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeRJICgdmaWx0ZXJzGAIgAygLMjcucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkRlbGl2ZXJ5U2VhcmNoRmlsdGVyIpcBCiFTZWFyY2hFeGVjdXRpb25EZWxpdmVyaWVzUmVzcG9uc2USNQoHZGV0YWlscxgBIAEoCzIkLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3REZXRhaWxzEjsKBnJlc3VsdBgCIAMoCzIrLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5EZWxpdmVyeSIoCiZMaXN0QXZhaWxhYmxlRXhlY3V0aW9uRnVuY3Rpb25zUmVxdWVzdCI8CidMaXN0QXZhaWxhYmxlRXhlY3V0aW9uRnVuY3Rpb25zUmVzcG9uc2USEQoJZnVuY3Rpb25zGAEgAygJIiYKJExpc3RBdmFpbGFibGVFeGVjdXRpb25NZXRob2RzUmVxdWVzdCI4CiVMaXN0QXZhaWxhYmxlRXhlY3V0aW9uTWV0aG9kc1Jlc3BvbnNlEg8KB21ldGhvZHMYASADKAkiJwolTGlzdEF2YWlsYWJsZUV4ZWN1dGlvblNlcnZpY2VzUmVxdWVzdCI6CiZMaXN0QXZhaWxhYmxlRXhlY3V0aW9uU2VydmljZXNSZXNwb25zZRIQCghzZXJ2aWNlcxgBIAMoCTKoFAoPUGxhdGZvcm1BY3Rpb25zEqsBCgxDcmVhdGVUYXJnZXQSNi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuQ3JlYXRlVGFyZ2V0UmVxdWVzdBo3LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5DcmVhdGVUYXJnZXRSZXNwb25zZSIqgtPkkwIkOgZ0YXJnZXQiGi9yZXNvdXJjZXMvdjNhbHBoYS90YXJnZXRzEq0BCgtQYXRjaFRhcmdldBI1LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5QYXRjaFRhcmdldFJlcXVlc3QaNi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUGF0Y2hUYXJnZXRSZXNwb25zZSIvgtPkkwIpOgZ0YXJnZXQyHy9yZXNvdXJjZXMvdjNhbHBoYS90YXJnZXRzL3tpZH0SqAEKDERlbGV0ZVRhcmdldBI2LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5EZWxldGVUYXJnZXRSZXF1ZXN0GjcucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkRlbGV0ZVRhcmdldFJlc3BvbnNlIieC0+STAiEqHy9yZXNvdXJjZXMvdjNhbHBoYS90YXJnZXRzL3tpZH0S2gEKFlJvdGF0ZVRhcmdldFNpZ25pbmdLZXkSQC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUm90YXRlVGFyZ2V0U2lnbmluZ0tleVJlcXVlc3QaQS5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUm90YXRlVGFyZ2V0U2lnbmluZ0tleVJlc3BvbnNlIjuC0+STAjUiMy9yZXNvdXJjZXMvdjNhbHBoYS90YXJnZXRzL3tpZH0vX3JvdGF0ZV9zaWduaW5nX2tleRKfAQoJR2V0VGFyZ2V0EjMucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkdldFRhcmdldFJlcXVlc3QaNC5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuR2V0VGFyZ2V0UmVzcG9uc2UiJ4LT5JMCIRIfL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMve2lkfRK3AQoNU2VhcmNoVGFyZ2V0cxI3LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hUYXJnZXRzUmVxdWVzdBo4LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hUYXJnZXRzUmVzcG9uc2UiM4LT5JMCLToHZmlsdGVycyIiL3Jlc291cmNlcy92M2FscGhhL3RhcmdldHMvX3NlYXJjaBKxAQoMUHV0RXhlY3V0aW9uEjYucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLlB1dEV4ZWN1dGlvblJlcXVlc3QaNy5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuUHV0RXhlY3V0aW9uUmVzcG9uc2UiMILT5JMCKjoJZXhlY3V0aW9uIh0vcmVzb3VyY2VzL3YzYWxwaGEvZXhlY3V0aW9ucxK0AQoPRGVsZXRlRXhlY3V0aW9uEjkucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkRlbGV0ZUV4ZWN1dGlvblJlcXVlc3QaOi5wbGF0Zm9ybS5yZXNvdXJjZXMuYWN0aW9uLnYzYWxwaGEuRGVsZXRlRXhlY3V0aW9uUmVzcG9uc2UiKoLT5JMCJCoiL3Jlc291cmNlcy92M2FscGhhL2V4ZWN1dGlvbnMve2lkfRLDAQoQU2VhcmNoRXhlY3V0aW9ucxI6LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hFeGVjdXRpb25zUmVxdWVzdBo7LnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hFeGVjdXRpb25zUmVzcG9uc2UiNoLT5JMCMDoHZmlsdGVycyIlL3Jlc291cmNlcy92M2FscGhhL2V4ZWN1dGlvbnMvX3NlYXJjaBLpAQoZU2VhcmNoRXhlY3V0aW9uRGVsaXZlcmllcxJDLnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hFeGVjdXRpb25EZWxpdmVyaWVzUmVxdWVzdBpELnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5TZWFyY2hFeGVjdXRpb25EZWxpdmVyaWVzUmVzcG9uc2UiQYLT5JMCOzoHZmlsdGVycyIwL3Jlc291cmNlcy92M2FscGhhL2V4ZWN1dGlvbnMvZGVsaXZlcmllcy9fc2VhcmNoEukBCh9MaXN0QXZhaWxhYmxlRXhlY3V0aW9uRnVuY3Rpb25zEkkucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkxpc3RBdmFpbGFibGVFeGVjdXRpb25GdW5jdGlvbnNSZXF1ZXN0GkoucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkxpc3RBdmFpbGFibGVFeGVjdXRpb25GdW5jdGlvbnNSZXNwb25zZSIvgtPkkwIpEicvcmVzb3VyY2VzL3YzYWxwaGEvZXhlY3V0aW9ucy9mdW5jdGlvbnMS4QEKHUxpc3RBdmFpbGFibGVFeGVjdXRpb25NZXRob2RzEkcucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkxpc3RBdmFpbGFibGVFeGVjdXRpb25NZXRob2RzUmVxdWVzdBpILnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uTWV0aG9kc1Jlc3BvbnNlIi2C0+STAicSJS9yZXNvdXJjZXMvdjNhbHBoYS9leGVjdXRpb25zL21ldGhvZHMS5QEKHkxpc3RBdmFpbGFibGVFeGVjdXRpb25TZXJ2aWNlcxJILnBsYXRmb3JtLnJlc291cmNlcy5hY3Rpb24udjNhbHBoYS5MaXN0QXZhaWxhYmxlRXhlY3V0aW9uU2VydmljZXNSZXF1ZXN0GkkucGxhdGZvcm0ucmVzb3VyY2VzLmFjdGlvbi52M2FscGhhLkxpc3RBdmFpbGFibGVFeGVjdXRpb25TZXJ2aWNlc1Jlc3BvbnNlIi6C0+STAigSJi9yZXNvdXJjZXMvdjNhbHBoYS9leGVjdXRpb25zL3NlcnZpY2VzYgZwcm90bzM", [file_google_api_annotations, file_platform_object_v3alpha_object, file_platform_resources_action_v3alpha_delivery, file_platform_resources_action_v3alpha_execution, file_platform_resources_action_v3alpha_target, file_platform_validate_v1_validate]);
 
 /**
  * Request of CreateTarget.
@@ -165,6 +167,55 @@ export const DeleteTargetResponseSchema: GenMessage<DeleteTargetResponse> = /*@_
   messageDesc(file_platform_resources_action_v3alpha_action_service, 5);
 
 /**
+ * Request of RotateTargetSigningKey.
+ *
+ * @generated from message platform.resources.action.v3alpha.RotateTargetSigningKeyRequest
+ */
+export type RotateTargetSigningKeyRequest = Message<"platform.resources.action.v3alpha.RotateTargetSigningKeyRequest"> & {
+  /**
+   * ID of the target (path).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message platform.resources.action.v3alpha.RotateTargetSigningKeyRequest.
+ * Use `create(RotateTargetSigningKeyRequestSchema)` to create a new message.
+ */
+export const RotateTargetSigningKeyRequestSchema: GenMessage<RotateTargetSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 6);
+
+/**
+ * Response of RotateTargetSigningKey.
+ *
+ * @generated from message platform.resources.action.v3alpha.RotateTargetSigningKeyResponse
+ */
+export type RotateTargetSigningKeyResponse = Message<"platform.resources.action.v3alpha.RotateTargetSigningKeyResponse"> & {
+  /**
+   * Details of the target after the rotation.
+   *
+   * @generated from field: platform.object.v3alpha.Details details = 1;
+   */
+  details?: Details | undefined;
+
+  /**
+   * The new signing key.
+   *
+   * @generated from field: string signing_key = 2;
+   */
+  signingKey: string;
+};
+
+/**
+ * Describes the message platform.resources.action.v3alpha.RotateTargetSigningKeyResponse.
+ * Use `create(RotateTargetSigningKeyResponseSchema)` to create a new message.
+ */
+export const RotateTargetSigningKeyResponseSchema: GenMessage<RotateTargetSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 7);
+
+/**
  * Request of GetTarget.
  *
  * @generated from message platform.resources.action.v3alpha.GetTargetRequest
@@ -183,7 +234,7 @@ export type GetTargetRequest = Message<"platform.resources.action.v3alpha.GetTar
  * Use `create(GetTargetRequestSchema)` to create a new message.
  */
 export const GetTargetRequestSchema: GenMessage<GetTargetRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 6);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 8);
 
 /**
  * Response of GetTarget.
@@ -204,7 +255,7 @@ export type GetTargetResponse = Message<"platform.resources.action.v3alpha.GetTa
  * Use `create(GetTargetResponseSchema)` to create a new message.
  */
 export const GetTargetResponseSchema: GenMessage<GetTargetResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 7);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 9);
 
 /**
  * Request of SearchTargets.
@@ -239,7 +290,7 @@ export type SearchTargetsRequest = Message<"platform.resources.action.v3alpha.Se
  * Use `create(SearchTargetsRequestSchema)` to create a new message.
  */
 export const SearchTargetsRequestSchema: GenMessage<SearchTargetsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 8);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 10);
 
 /**
  * Response of SearchTargets.
@@ -274,7 +325,7 @@ export type SearchTargetsResponse = Message<"platform.resources.action.v3alpha.S
  * Use `create(SearchTargetsResponseSchema)` to create a new message.
  */
 export const SearchTargetsResponseSchema: GenMessage<SearchTargetsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 9);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 11);
 
 /**
  * Request of PutExecution.
@@ -295,7 +346,7 @@ export type PutExecutionRequest = Message<"platform.resources.action.v3alpha.Put
  * Use `create(PutExecutionRequestSchema)` to create a new message.
  */
 export const PutExecutionRequestSchema: GenMessage<PutExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 10);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 12);
 
 /**
  * Response of PutExecution.
@@ -316,7 +367,7 @@ export type PutExecutionResponse = Message<"platform.resources.action.v3alpha.Pu
  * Use `create(PutExecutionResponseSchema)` to create a new message.
  */
 export const PutExecutionResponseSchema: GenMessage<PutExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 11);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 13);
 
 /**
  * Request of DeleteExecution.
@@ -337,7 +388,7 @@ export type DeleteExecutionRequest = Message<"platform.resources.action.v3alpha.
  * Use `create(DeleteExecutionRequestSchema)` to create a new message.
  */
 export const DeleteExecutionRequestSchema: GenMessage<DeleteExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 12);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 14);
 
 /**
  * Response of DeleteExecution.
@@ -358,7 +409,7 @@ export type DeleteExecutionResponse = Message<"platform.resources.action.v3alpha
  * Use `create(DeleteExecutionResponseSchema)` to create a new message.
  */
 export const DeleteExecutionResponseSchema: GenMessage<DeleteExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 13);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 15);
 
 /**
  * Request of SearchExecutions.
@@ -386,7 +437,7 @@ export type SearchExecutionsRequest = Message<"platform.resources.action.v3alpha
  * Use `create(SearchExecutionsRequestSchema)` to create a new message.
  */
 export const SearchExecutionsRequestSchema: GenMessage<SearchExecutionsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 14);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 16);
 
 /**
  * Response of SearchExecutions.
@@ -414,7 +465,63 @@ export type SearchExecutionsResponse = Message<"platform.resources.action.v3alph
  * Use `create(SearchExecutionsResponseSchema)` to create a new message.
  */
 export const SearchExecutionsResponseSchema: GenMessage<SearchExecutionsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 15);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 17);
+
+/**
+ * Request of SearchExecutionDeliveries.
+ *
+ * @generated from message platform.resources.action.v3alpha.SearchExecutionDeliveriesRequest
+ */
+export type SearchExecutionDeliveriesRequest = Message<"platform.resources.action.v3alpha.SearchExecutionDeliveriesRequest"> & {
+  /**
+   * Paging and sort direction (query parameters); sorted by creation date.
+   *
+   * @generated from field: platform.object.v3alpha.ListQuery query = 1;
+   */
+  query?: ListQuery | undefined;
+
+  /**
+   * Filters, all of which must match (the request body, a JSON array); none: every delivery.
+   *
+   * @generated from field: repeated platform.resources.action.v3alpha.DeliverySearchFilter filters = 2;
+   */
+  filters: DeliverySearchFilter[];
+};
+
+/**
+ * Describes the message platform.resources.action.v3alpha.SearchExecutionDeliveriesRequest.
+ * Use `create(SearchExecutionDeliveriesRequestSchema)` to create a new message.
+ */
+export const SearchExecutionDeliveriesRequestSchema: GenMessage<SearchExecutionDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 18);
+
+/**
+ * Response of SearchExecutionDeliveries.
+ *
+ * @generated from message platform.resources.action.v3alpha.SearchExecutionDeliveriesResponse
+ */
+export type SearchExecutionDeliveriesResponse = Message<"platform.resources.action.v3alpha.SearchExecutionDeliveriesResponse"> & {
+  /**
+   * Paging details.
+   *
+   * @generated from field: platform.object.v3alpha.ListDetails details = 1;
+   */
+  details?: ListDetails | undefined;
+
+  /**
+   * The deliveries of the page.
+   *
+   * @generated from field: repeated platform.resources.action.v3alpha.Delivery result = 2;
+   */
+  result: Delivery[];
+};
+
+/**
+ * Describes the message platform.resources.action.v3alpha.SearchExecutionDeliveriesResponse.
+ * Use `create(SearchExecutionDeliveriesResponseSchema)` to create a new message.
+ */
+export const SearchExecutionDeliveriesResponseSchema: GenMessage<SearchExecutionDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 19);
 
 /**
  * Request of ListAvailableExecutionFunctions.
@@ -429,7 +536,7 @@ export type ListAvailableExecutionFunctionsRequest = Message<"platform.resources
  * Use `create(ListAvailableExecutionFunctionsRequestSchema)` to create a new message.
  */
 export const ListAvailableExecutionFunctionsRequestSchema: GenMessage<ListAvailableExecutionFunctionsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 16);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 20);
 
 /**
  * Response of ListAvailableExecutionFunctions.
@@ -450,7 +557,7 @@ export type ListAvailableExecutionFunctionsResponse = Message<"platform.resource
  * Use `create(ListAvailableExecutionFunctionsResponseSchema)` to create a new message.
  */
 export const ListAvailableExecutionFunctionsResponseSchema: GenMessage<ListAvailableExecutionFunctionsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 17);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 21);
 
 /**
  * Request of ListAvailableExecutionMethods.
@@ -465,7 +572,7 @@ export type ListAvailableExecutionMethodsRequest = Message<"platform.resources.a
  * Use `create(ListAvailableExecutionMethodsRequestSchema)` to create a new message.
  */
 export const ListAvailableExecutionMethodsRequestSchema: GenMessage<ListAvailableExecutionMethodsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 18);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 22);
 
 /**
  * Response of ListAvailableExecutionMethods.
@@ -486,7 +593,7 @@ export type ListAvailableExecutionMethodsResponse = Message<"platform.resources.
  * Use `create(ListAvailableExecutionMethodsResponseSchema)` to create a new message.
  */
 export const ListAvailableExecutionMethodsResponseSchema: GenMessage<ListAvailableExecutionMethodsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 19);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 23);
 
 /**
  * Request of ListAvailableExecutionServices.
@@ -501,7 +608,7 @@ export type ListAvailableExecutionServicesRequest = Message<"platform.resources.
  * Use `create(ListAvailableExecutionServicesRequestSchema)` to create a new message.
  */
 export const ListAvailableExecutionServicesRequestSchema: GenMessage<ListAvailableExecutionServicesRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 20);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 24);
 
 /**
  * Response of ListAvailableExecutionServices.
@@ -522,7 +629,7 @@ export type ListAvailableExecutionServicesResponse = Message<"platform.resources
  * Use `create(ListAvailableExecutionServicesResponseSchema)` to create a new message.
  */
 export const ListAvailableExecutionServicesResponseSchema: GenMessage<ListAvailableExecutionServicesResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_action_v3alpha_action_service, 21);
+  messageDesc(file_platform_resources_action_v3alpha_action_service, 25);
 
 /**
  * Manages targets (HTTP endpoints) and executions (which targets are called when a request, a response,
@@ -562,6 +669,19 @@ export const PlatformActions: GenService<{
     methodKind: "unary";
     input: typeof DeleteTargetRequestSchema;
     output: typeof DeleteTargetResponseSchema;
+  },
+  /**
+   * Gives the target a new signing key and returns it. The previous key stays valid for a grace period
+   * (24 hours by default, PLATFORM_EXECUTION_SIGNING_KEY_GRACE_SECONDS): meanwhile every call carries a
+   * signature under each key (`Platform-Signature: t=...,v1=<new>,v1=<old>`). Permission
+   * `action.target.write`.
+   *
+   * @generated from rpc platform.resources.action.v3alpha.PlatformActions.RotateTargetSigningKey
+   */
+  rotateTargetSigningKey: {
+    methodKind: "unary";
+    input: typeof RotateTargetSigningKeyRequestSchema;
+    output: typeof RotateTargetSigningKeyResponseSchema;
   },
   /**
    * Returns a target with its signing key. Permission `action.target.read`.
@@ -615,6 +735,17 @@ export const PlatformActions: GenService<{
     methodKind: "unary";
     input: typeof SearchExecutionsRequestSchema;
     output: typeof SearchExecutionsResponseSchema;
+  },
+  /**
+   * Searches the delivery log of event conditions: each event sent (or to be sent) to a target, with its
+   * status, attempts and last error; newest first by default. Permission `execution.read`.
+   *
+   * @generated from rpc platform.resources.action.v3alpha.PlatformActions.SearchExecutionDeliveries
+   */
+  searchExecutionDeliveries: {
+    methodKind: "unary";
+    input: typeof SearchExecutionDeliveriesRequestSchema;
+    output: typeof SearchExecutionDeliveriesResponseSchema;
   },
   /**
    * Lists the functions usable as `condition.function`. Permission `execution.read`.

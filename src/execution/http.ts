@@ -1,0 +1,167 @@
+/**
+ * One HTTP call to a target: POST of a JSON body, signed, cancelled after the target's timeout, with the
+ * answer's body read up to a size limit. The host is resolved here and the connection goes to exactly the
+ * address that passed the deny list (the URL's host still goes out as `Host` and as TLS SNI), so a DNS
+ * answer that changes between a check and the connection cannot reach a denied address. Redirects are
+ * not followed (a 3xx is an answer other than 2xx). Connections are kept alive between calls.
+ */
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import http from "node:http";
+import https from "node:https";
+import { isIP, type LookupFunction } from "node:net";
+import type { DenyList } from "./deny-list.ts";
+
+/** Why a call did not get an answer. */
+export type CallFailureKind = "timeout" | "unreachable" | "denied" | "too_large" | "cancelled";
+
+export class CallFailure extends Error {
+  constructor(
+    readonly kind: CallFailureKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "CallFailure";
+  }
+}
+
+export interface CallAnswer {
+  status: number;
+  body: Buffer;
+}
+
+export interface HttpCallerOptions {
+  denyList: DenyList;
+  /** Largest answer body read; a larger answer is a failure ("too_large"). */
+  maxResponseBytes: number;
+}
+
+const USER_AGENT = "Platform-Execution/1";
+
+/** Calls targets; one per process (it holds the keep-alive connections). */
+export class HttpCaller {
+  private readonly httpAgent: http.Agent;
+  private readonly httpsAgent: https.Agent;
+
+  constructor(private readonly options: HttpCallerOptions) {
+    // Idle connections are closed after 4 s, before the 5 s keep-alive timeout of common servers (Node's
+    // included), so a call rarely lands on a connection the target is closing.
+    const agentOptions = { keepAlive: true, maxSockets: 64, timeout: 4_000, scheduling: "lifo" as const };
+    this.httpAgent = new http.Agent(agentOptions);
+    this.httpsAgent = new https.Agent(agentOptions);
+  }
+
+  /** Closes the kept-alive connections. */
+  close(): void {
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
+
+  /**
+   * POSTs `body` to `url`. Resolves with any answer (the caller judges its status); rejects with a
+   * CallFailure when there is none in time, the address is denied, or the answer is too large.
+   */
+  post(
+    url: string,
+    body: string,
+    headers: Record<string, string>,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<CallAnswer> {
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      return Promise.reject(new CallFailure("unreachable", "its URL cannot be parsed"));
+    }
+    const { denyList, maxResponseBytes } = this.options;
+    if (!denyList.empty && denyList.deniesHost(target.hostname)) {
+      return Promise.reject(
+        new CallFailure("denied", `host ${target.hostname} is denied by PLATFORM_EXECUTION_DENY_LIST`),
+      );
+    }
+    const secure = target.protocol === "https:";
+    const lookup: LookupFunction = (hostname, opts, callback) => {
+      dnsLookup(hostname, { ...opts, all: true }, (error, addresses: LookupAddress[]) => {
+        if (error) return callback(error, "", 0);
+        const allowed = addresses.filter((a) => denyList.empty || !denyList.deniesAddress(a.address));
+        if (allowed.length === 0) {
+          const denied = new Error(
+            `${hostname} resolves to ${addresses[0]?.address ?? "no address"}, which is denied by PLATFORM_EXECUTION_DENY_LIST`,
+          );
+          (denied as NodeJS.ErrnoException).code = "EDENIED";
+          return callback(denied, "", 0);
+        }
+        if ((opts as { all?: boolean }).all)
+          return (callback as (e: null, a: LookupAddress[]) => void)(null, allowed);
+        callback(null, allowed[0].address, allowed[0].family);
+      });
+    };
+
+    return new Promise<CallAnswer>((resolve, reject) => {
+      let settled = false;
+      const fail = (failure: CallFailure) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        request.destroy();
+        reject(failure);
+      };
+      const request = (secure ? https : http).request(target, {
+        method: "POST",
+        agent: secure ? this.httpsAgent : this.httpAgent,
+        // IP literals are not looked up by Node: the deniesHost check above covered them.
+        lookup: isIP(target.hostname.replace(/^\[|\]$/g, "")) ? undefined : lookup,
+        headers: {
+          "content-type": "application/json",
+          "content-length": String(Buffer.byteLength(body)),
+          "user-agent": USER_AGENT,
+          ...headers,
+        },
+      });
+      const timer = setTimeout(
+        () => fail(new CallFailure("timeout", `timed out after ${formatMs(timeoutMs)}`)),
+        timeoutMs,
+      );
+      const onAbort = () => fail(new CallFailure("cancelled", "cancelled"));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      request.on("error", (error: NodeJS.ErrnoException) => {
+        if (error.code === "EDENIED") fail(new CallFailure("denied", error.message));
+        else fail(new CallFailure("unreachable", `could not be reached (${error.code ?? error.message})`));
+      });
+      request.on("response", (response) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const declared = Number(response.headers["content-length"]);
+        if (declared > maxResponseBytes) {
+          fail(new CallFailure("too_large", `answered more than ${maxResponseBytes} bytes`));
+          return;
+        }
+        response.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > maxResponseBytes) {
+            fail(new CallFailure("too_large", `answered more than ${maxResponseBytes} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        response.on("error", (error: NodeJS.ErrnoException) =>
+          fail(new CallFailure("unreachable", `answer broken off (${error.code ?? error.message})`)),
+        );
+        response.on("end", () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", onAbort);
+          resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks) });
+        });
+      });
+      request.end(body);
+    });
+  }
+}
+
+/** `2s`, `1.5s`, `250ms`. */
+export function formatMs(ms: number): string {
+  return ms >= 1000 ? `${Number((ms / 1000).toFixed(3))}s` : `${ms}ms`;
+}

@@ -1,0 +1,92 @@
+/**
+ * The execution engine assembled for one process (src/platform.ts): the engine (request, response and
+ * function conditions), the outbox hook on the event store and the delivery worker (event conditions),
+ * and on PostgreSQL the notification listener that wakes the worker on other processes' commits.
+ */
+import type { Interceptor } from "@connectrpc/connect";
+import type { Config } from "../config.ts";
+import { randomToken } from "../crypto/tokens.ts";
+import type { EventStore } from "../eventstore/eventstore.ts";
+import type { FeatureGate } from "../query/features.ts";
+import type { Database } from "../storage/database.ts";
+import { DenyList } from "./deny-list.ts";
+import { ExecutionEngine, type ExecutionLog, type ExecutionSettings } from "./engine.ts";
+import { executionInterceptor, type IdentifyCaller } from "./interceptor.ts";
+import { listenForDeliveries } from "./notify.ts";
+import { outboxHook } from "./outbox.ts";
+import { DeliveryWorker } from "./worker.ts";
+
+export { ExecutionEngine } from "./engine.ts";
+export { applyClaims, applyUserMetadata, runFunction } from "./functions.ts";
+
+export interface Executions {
+  engine: ExecutionEngine;
+  worker: DeliveryWorker;
+  /** The request/response interceptor (innermost, after idempotency). */
+  interceptor(identify: IdentifyCaller): Interceptor;
+  /** Starts the delivery worker (and, on PostgreSQL, its notification listener). */
+  start(): void;
+  /** Stops the worker and waits for asynchronous calls; before the database closes. */
+  close(): Promise<void>;
+}
+
+export function settingsOf(config: Config): ExecutionSettings {
+  return {
+    denyList: new DenyList(config.execution.denyList),
+    maxResponseBytes: config.execution.maxResponseBytes,
+    maxAttempts: config.execution.maxAttempts,
+    retryDelayMs: config.execution.retryDelayMs,
+    signingKeyGraceSeconds: config.execution.signingKeyGraceSeconds,
+  };
+}
+
+export function createExecutions(options: {
+  config: Config;
+  db: Database;
+  eventStore: EventStore;
+  features: FeatureGate;
+  log: ExecutionLog;
+}): Executions {
+  const { config, db, eventStore, log } = options;
+  const engine = new ExecutionEngine(db, eventStore, options.features, settingsOf(config), log);
+  const worker = new DeliveryWorker(engine, db, randomToken(12));
+
+  // Positions of events whose deliveries this process queued: their commit wakes the worker at once.
+  const queued = new Set<number>();
+  eventStore.onAppended(
+    outboxHook({
+      lookup: engine.lookup,
+      notify: db.kind === "postgres",
+      queued: (positions) => {
+        if (queued.size > 10_000) queued.clear(); // rolled-back pushes leave theirs behind
+        for (const p of positions) queued.add(p);
+      },
+    }),
+  );
+  eventStore.onCommitted((events) => {
+    let wake = false;
+    for (const e of events) if (queued.delete(e.position)) wake = true;
+    if (wake) worker.wake();
+  });
+
+  let listener: { close(): Promise<void> } | undefined;
+  let closing: Promise<void> | undefined;
+  return {
+    engine,
+    worker,
+    interceptor: (identify) => executionInterceptor(engine, identify),
+    start() {
+      worker.start();
+      if (db.kind === "postgres" && config.databaseUrl && !listener)
+        listener = listenForDeliveries(config.databaseUrl, () => worker.wake(), log);
+    },
+    close() {
+      closing ??= (async () => {
+        await listener?.close();
+        await worker.stop();
+        await engine.close();
+      })();
+      return closing;
+    },
+  };
+}

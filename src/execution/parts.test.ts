@@ -1,0 +1,174 @@
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { describe, it } from "node:test";
+import { loadConfig } from "../config.ts";
+import { MAX_RETRY_DELAY_MS, retryDelayMs } from "./deliveries.ts";
+import { DenyList, RECOMMENDED_DENY_LIST } from "./deny-list.ts";
+import { eventBody, withoutSecrets } from "./outbox.ts";
+import { signatureHeader, verifySignature } from "./signing.ts";
+
+describe("executions: signatures", () => {
+  const body = '{"a":1}';
+  const now = 1_700_000_000_000;
+
+  it("is t=<unix seconds>,v1=<hex HMAC-SHA256(key, '<t>.<body>')>", () => {
+    const header = signatureHeader({ current: "key" }, body, now);
+    const expected = createHmac("sha256", "key").update(`1700000000.${body}`).digest("hex");
+    assert.equal(header, `t=1700000000,v1=${expected}`);
+    assert.ok(verifySignature(header, body, "key", { now }));
+  });
+
+  it("carries one v1 per key during a rotation's grace period, the new key first", () => {
+    const header = signatureHeader({ current: "new", previous: "old" }, body, now);
+    const [t, first, second] = header.split(",");
+    assert.ok(verifySignature(`${t},${first}`, body, "new", { now }));
+    assert.ok(verifySignature(`${t},${second}`, body, "old", { now }));
+    assert.ok(verifySignature(header, body, "old", { now }));
+  });
+
+  it("refuses another key, another body, an old or future timestamp, a malformed header", () => {
+    const header = signatureHeader({ current: "key" }, body, now);
+    assert.ok(!verifySignature(header, body, "other", { now }));
+    assert.ok(!verifySignature(header, '{"a":2}', "key", { now }));
+    assert.ok(!verifySignature(header, body, "key", { now: now + 301_000 }));
+    assert.ok(!verifySignature(header, body, "key", { now: now - 301_000 }));
+    assert.ok(verifySignature(header, body, "key", { now: now + 299_000 }));
+    for (const bad of [undefined, "", "v1=abc", "t=x,v1=00", `t=1700000000,v1=${"0".repeat(64)}`])
+      assert.ok(!verifySignature(bad, body, "key", { now }), String(bad));
+  });
+});
+
+describe("executions: the deny list", () => {
+  it("matches addresses, networks (IPv4, IPv6, IPv4-mapped) and host names", () => {
+    const list = new DenyList([
+      "10.0.0.0/8",
+      "192.168.1.7",
+      "fc00::/7",
+      "::1",
+      "metadata.internal",
+      "*.corp",
+    ]);
+    assert.ok(list.deniesAddress("10.1.2.3"));
+    assert.ok(!list.deniesAddress("11.1.2.3"));
+    assert.ok(list.deniesAddress("192.168.1.7"));
+    assert.ok(!list.deniesAddress("192.168.1.8"));
+    assert.ok(list.deniesAddress("fd12::1"));
+    assert.ok(list.deniesAddress("::1"));
+    assert.ok(list.deniesAddress("::ffff:10.0.0.1"), "IPv4-mapped IPv6");
+    assert.ok(list.deniesHost("METADATA.internal."));
+    assert.ok(list.deniesHost("db.corp"));
+    assert.ok(!list.deniesHost("corp"));
+    assert.ok(list.deniesHost("[::1]"), "an IPv6 literal of a URL");
+    assert.ok(list.deniesHost("10.9.9.9"), "an IPv4 literal");
+    assert.ok(!list.deniesHost("example.com"));
+    assert.ok(new DenyList([]).empty);
+  });
+
+  it("the recommended list covers loopback, private ranges and cloud metadata", () => {
+    const list = new DenyList(RECOMMENDED_DENY_LIST);
+    for (const a of [
+      "127.0.0.1",
+      "10.0.0.1",
+      "172.16.5.4",
+      "192.168.0.1",
+      "169.254.169.254",
+      "::1",
+      "fe80::1",
+    ])
+      assert.ok(list.deniesAddress(a), a);
+    assert.ok(!list.deniesAddress("93.184.216.34"));
+    assert.ok(list.deniesHost("localhost"));
+  });
+
+  it("PLATFORM_EXECUTION_DENY_LIST: a bad entry stops the start with one line naming the variable", () => {
+    assert.deepEqual(
+      loadConfig({ PLATFORM_EXECUTION_DENY_LIST: " 10.0.0.0/8 , localhost" }).execution.denyList,
+      ["10.0.0.0/8", "localhost"],
+    );
+    assert.deepEqual(loadConfig({}).execution.denyList, [], "empty by default");
+    for (const bad of ["10.0.0.0/33", "not a host!", "1.2.3.4/x"]) {
+      assert.throws(
+        () => loadConfig({ PLATFORM_EXECUTION_DENY_LIST: bad }),
+        /^ConfigError: PLATFORM_EXECUTION_DENY_LIST: ".*" is/,
+      );
+    }
+  });
+
+  it("the other execution settings: defaults and bounds", () => {
+    assert.deepEqual(loadConfig({}).execution, {
+      denyList: [],
+      maxAttempts: 12,
+      retryDelayMs: 1000,
+      maxResponseBytes: 1048576,
+      signingKeyGraceSeconds: 86400,
+    });
+    assert.throws(
+      () => loadConfig({ PLATFORM_EXECUTION_MAX_ATTEMPTS: "0" }),
+      /PLATFORM_EXECUTION_MAX_ATTEMPTS: 0 is outside/,
+    );
+    assert.throws(
+      () => loadConfig({ PLATFORM_EXECUTION_MAX_RESPONSE_BYTES: "10" }),
+      /PLATFORM_EXECUTION_MAX_RESPONSE_BYTES/,
+    );
+  });
+});
+
+describe("executions: event payloads and retries", () => {
+  it("drops hashes and key material at any depth", () => {
+    assert.deepEqual(
+      withoutSecrets({
+        username: "a",
+        password_hash: "$argon2id$...",
+        token_hash: "x",
+        secret_hash: "y",
+        user_agent_hash: "z",
+        public_key: "-----BEGIN",
+        validation_token: "t",
+        password_change_required: true,
+        access_token_type: 1,
+        nested: [{ secret: "s", key: "k", value: "v" }],
+      }),
+      {
+        username: "a",
+        password_change_required: true,
+        access_token_type: 1,
+        nested: [{ key: "k", value: "v" }],
+      },
+    );
+  });
+
+  it("the body of an event delivery has the contract's fields", () => {
+    const body = eventBody({
+      event_type: "user.human.added",
+      aggregate_type: "user",
+      aggregate_id: "u1",
+      resource_owner: "o1",
+      instance_id: "i1",
+      sequence: "3",
+      created_at: new Date("2026-01-02T03:04:05.678Z"),
+      creator: "admin",
+      payload: { username: "a", password_hash: "h" },
+    });
+    assert.deepEqual(body, {
+      event_type: "user.human.added",
+      aggregate_type: "user",
+      aggregate_id: "u1",
+      resource_owner: "o1",
+      instance_id: "i1",
+      sequence: 3,
+      created_at: "2026-01-02T03:04:05.678Z",
+      user_id: "admin",
+      event_payload: { username: "a" },
+    });
+  });
+
+  it("backs off exponentially with equal jitter, capped", () => {
+    assert.equal(retryDelayMs(1, 1000, 0), 500);
+    assert.equal(retryDelayMs(1, 1000, 1), 1000);
+    assert.equal(retryDelayMs(2, 1000, 0), 1000);
+    assert.equal(retryDelayMs(4, 1000, 1), 8000);
+    assert.equal(retryDelayMs(40, 1000, 1), MAX_RETRY_DELAY_MS);
+    const spread = new Set(Array.from({ length: 20 }, () => retryDelayMs(3, 1000)));
+    assert.ok(spread.size > 1, "jittered");
+  });
+});
