@@ -91,7 +91,8 @@ export async function createPlatform(
       app,
       services.map((s) => s.service),
     );
-    const login = registerLogin(app, deps, { completer: options.authRequestCompleter });
+    const login = registerLogin(app, deps, { completer: options.authRequestCompleter ?? oidc.completer });
+    oidc.registerBrowserEndpoints(app, login);
     await app.ready();
 
     let closing: Promise<void> | undefined;

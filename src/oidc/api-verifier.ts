@@ -36,7 +36,8 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
       (t) =>
         t.instanceId === r.instanceId &&
         ((r.tokenId !== undefined && t.id === r.tokenId) ||
-          (r.familyId !== undefined && t.familyId === r.familyId)),
+          (r.familyId !== undefined && t.familyId === r.familyId) ||
+          (t.sessionId != null && r.sessionIds?.includes(t.sessionId) === true)),
     ),
   );
   eventStore.onCommitted((events) => {
