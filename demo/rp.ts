@@ -101,7 +101,7 @@ async function clientFor(options: DemoOptions, redirectUri: string, home: string
   return stored;
 }
 
-const escape = (value: string) =>
+const escapeHtml = (value: string) =>
   value.replace(
     /[&<>"']/g,
     (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!,
@@ -113,7 +113,7 @@ function page(title: string, body: string): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escape(title)} · Demo relying party</title>
+<title>${escapeHtml(title)} · Demo relying party</title>
 <link rel="icon" href="data:,">
 <style>
   :root { color-scheme: light dark; font-family: system-ui, sans-serif; }
@@ -130,7 +130,7 @@ function page(title: string, body: string): string {
 </head>
 <body>
 <main>
-<h1>${escape(title)}</h1>
+<h1>${escapeHtml(title)}</h1>
 ${body}
 </main>
 </body>
@@ -142,7 +142,7 @@ function table(id: string, values: Record<string, unknown>): string {
   const rows = Object.entries(values)
     .map(
       ([key, value]) =>
-        `<tr><th scope="row">${escape(key)}</th><td>${escape(typeof value === "string" ? value : JSON.stringify(value))}</td></tr>`,
+        `<tr><th scope="row">${escapeHtml(key)}</th><td>${escapeHtml(typeof value === "string" ? value : JSON.stringify(value))}</td></tr>`,
     )
     .join("\n");
   return `<table id="${id}">\n${rows}\n</table>`;
@@ -167,7 +167,7 @@ export async function startDemo(options: DemoOptions): Promise<Demo> {
     handle(request, response).catch((error: Error) => {
       response.writeHead(500, { "content-type": "text/html; charset=utf-8" });
       response.end(
-        page("Sign-in failed", `<p>${escape(error.message)}</p><p><a href="/">Start again</a></p>`),
+        page("Sign-in failed", `<p>${escapeHtml(error.message)}</p><p><a href="/">Start again</a></p>`),
       );
     });
   });
@@ -257,10 +257,10 @@ export async function startDemo(options: DemoOptions): Promise<Demo> {
         200,
         page(
           "Demo relying party",
-          `<p>This application signs you in with Platform at <code>${escape(options.platformUrl)}</code>
+          `<p>This application signs you in with Platform at <code>${escapeHtml(options.platformUrl)}</code>
 (authorization code flow with PKCE) and shows what it learns about you.</p>
 <p><a class="button" id="sign-in" href="/login">Sign in with Platform</a></p>
-<p class="muted">Client ID <code>${escape(stored!.clientId)}</code></p>`,
+<p class="muted">Client ID <code>${escapeHtml(stored!.clientId)}</code></p>`,
         ),
       );
     }
