@@ -39,7 +39,7 @@ export interface OidcProviderDeps {
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
 export interface OidcProvider extends OidcContext {
-  /** For the authorization endpoint (part 2) and tests: a single-use code for an authenticated user. */
+  /** A single-use code for an authenticated user (what the authorization endpoint issues; for tests). */
   issueAuthorizationCode(request: AuthorizationCodeRequest): Promise<string>;
   /** Accepts this provider's access tokens at the management APIs (`Authenticator.addVerifier`). */
   apiVerifier: TokenVerifier;
