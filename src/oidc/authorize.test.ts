@@ -8,7 +8,7 @@ import {
   responseParams,
   signInThroughUi,
 } from "../../test/authorize.ts";
-import { startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
 import { type Answer, addHuman, HttpBrowser } from "../../test/login.ts";
 import { client, discover, ownerToken } from "../../test/oidc.ts";
 import { halfHash } from "./issue.ts";
@@ -33,6 +33,7 @@ describe("authorization endpoint", () => {
   let webConfig: client.Configuration;
   let aliceId: string;
   let bobId: string;
+  let owner: string;
   const browser = () => new HttpBrowser(platform.url);
 
   /** A code flow request of the web app (PKCE, nonce, state); `extra` overrides. */
@@ -103,7 +104,7 @@ describe("authorization endpoint", () => {
 
   before(async () => {
     platform = await startPlatform({ listen: true });
-    const owner = await ownerToken(platform);
+    owner = await ownerToken(platform);
     const projectId = await createProject(platform, owner, "Shop");
     web = await createOidcApp(platform, owner, projectId, "web", {
       redirect_uris: [WEB_CALLBACK],
@@ -324,6 +325,36 @@ describe("authorization endpoint", () => {
       );
       assertRedirectError(posted, "login_required", { state: "s", mode: "form_post" });
       assert.equal(await authRequestCount(), before, "prompt=none stores no request");
+    });
+
+    it("access_denied: the project's role check refuses a person without a role, until one is granted", async () => {
+      const rest = restClient(platform, () => owner);
+      const projectId = await createProject(platform, owner, "Checked", { project_role_check: true });
+      assert.equal(
+        (
+          await rest("POST", `/resources/v3alpha/projects/${projectId}/roles`, {
+            json: { key: "user", display_name: "User" },
+          })
+        ).status,
+        201,
+      );
+      const checked = await createOidcApp(platform, owner, projectId, "checked", {
+        redirect_uris: [WEB_CALLBACK],
+        auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
+      });
+      const b = browser();
+      const request = await codeRequest({ client_id: checked.clientId, state: "s" });
+      const refused = await signInThroughUi(b, request.path, "alice", PASSWORD);
+      assertRedirectError(refused, "access_denied", {
+        state: "s",
+        description: /no role in the application's project/,
+      });
+      const granted = await rest("POST", "/resources/v3alpha/user_grants", {
+        json: { user_id: aliceId, project_id: projectId, role_keys: ["user"] },
+      });
+      assert.equal(granted.status, 201, granted.text);
+      const again = await b.get((await codeRequest({ client_id: checked.clientId })).path);
+      assert.match(responseParams(again).params.get("code") ?? "", /\S/);
     });
 
     it("server_error: an unexpected condition reaches the client at its redirect URI", async () => {
