@@ -109,7 +109,8 @@ export class Login {
     // prompt=none never shows the registration form, whatever the settings
     const step = nextStep(authRequest, sessions, {
       allowRegister: false,
-      now: await databaseNow(this.deps.db),
+      // the clock matters only for sessions' password check times (max_age)
+      now: sessions.length ? await databaseNow(this.deps.db) : new Date(),
     });
     return selectionFor(step);
   }
