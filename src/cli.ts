@@ -11,6 +11,7 @@ import { EventStore } from "./eventstore/eventstore.ts";
 import { SigningKeys } from "./oidc/keys.ts";
 import { createPlatform, listen } from "./platform.ts";
 import { projections } from "./query/projections/index.ts";
+import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
 
@@ -61,6 +62,7 @@ export async function main(argv: string[]): Promise<number> {
         return await start(config);
       case "migrate": {
         const db = await openDatabase(config);
+        printNotices(db);
         try {
           const applied = await migrate(db);
           process.stdout.write(
@@ -81,6 +83,7 @@ export async function main(argv: string[]): Promise<number> {
             `unknown projection ${unknown.join(", ")} (known: ${projections.map((p) => p.name).join(", ")})`,
           );
         const db = await openDatabase(config);
+        printNotices(db);
         try {
           await migrate(db);
           const store = new EventStore(db, projections);
@@ -119,6 +122,7 @@ async function start(config: Config): Promise<number> {
   const lines = [
     `Platform is running at ${origin}`,
     `  database: ${config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded, in ${config.dataDir}`}`,
+    ...(platform.db.notices ?? []).map((notice) => `  ${notice}`),
   ];
   const first = platform.bootstrapResult;
   if (first) {
@@ -186,6 +190,10 @@ function parseCli(argv: string[]) {
       help: { type: "boolean", short: "h" },
     },
   });
+}
+
+function printNotices(db: Database): void {
+  for (const notice of db.notices ?? []) process.stderr.write(`platform: ${notice}\n`);
 }
 
 function fail(message: string): number {

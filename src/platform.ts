@@ -75,6 +75,7 @@ export async function createPlatform(
       instances,
       features: deps.features,
       masterKey,
+      authorizer: deps.authorizer,
     });
     await oidc.keys.checkMasterKey();
     deps.authenticator.addVerifier(oidc.apiVerifier);

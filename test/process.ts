@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { childEnv } from "./helpers.ts";
 
-const bin = path.resolve(import.meta.dirname, "../bin/platform.js");
+export const bin = path.resolve(import.meta.dirname, "../bin/platform.js");
 
 export interface RunningProcess {
   child: ChildProcess;
@@ -31,9 +31,16 @@ export function runPlatform(
   });
 }
 
-/** Starts `platform start` and resolves once it prints its URL (rejects if it exits first or after `timeoutMs`). */
-export function startProcess(env: Record<string, string>, timeoutMs = 20_000): Promise<RunningProcess> {
-  const child = spawn(process.execPath, [bin, "start"], {
+/**
+ * Starts `platform start` and resolves once it prints its URL (rejects if it exits first or after `timeoutMs`).
+ * `command` replaces `node bin/platform.js start` (e.g. a shell that prepares something, then execs it).
+ */
+export function startProcess(
+  env: Record<string, string>,
+  timeoutMs = 20_000,
+  command: string[] = [process.execPath, bin, "start"],
+): Promise<RunningProcess> {
+  const child = spawn(command[0], command.slice(1), {
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
   });

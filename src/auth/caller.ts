@@ -10,7 +10,7 @@ export type Caller =
       via: "pat" | "access_token";
     }
   | {
-      /** A system API user (PLATFORM_SYSTEM_API_USERS): every permission in every context. */
+      /** A system API user (PLATFORM_SYSTEM_API_USERS): the IAM_OWNER permissions in every context. */
       kind: "system";
       userId: string;
     };

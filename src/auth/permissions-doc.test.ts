@@ -22,7 +22,17 @@ describe("role → permission table", () => {
         `${role} must not grant instance-wide permissions`,
       );
     }
-    assert.deepEqual(rolePermissions.IAM_OWNER, permissions);
+    assert.deepEqual(
+      rolePermissions.IAM_OWNER,
+      permissions.filter((p) => p !== "user.impersonate"),
+    );
     assert.ok(rolePermissions.IAM_OWNER_VIEWER.every((p) => p.endsWith(".read")));
+  });
+
+  it("user.impersonate is granted on purpose only: by the END_USER_IMPERSONATOR roles", () => {
+    const holders = Object.entries(rolePermissions)
+      .filter(([, granted]) => granted.includes("user.impersonate"))
+      .map(([role]) => role);
+    assert.deepEqual(holders, ["IAM_END_USER_IMPERSONATOR", "ORG_END_USER_IMPERSONATOR"]);
   });
 });

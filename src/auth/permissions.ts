@@ -5,6 +5,10 @@
  * Instance roles apply in the instance and every organization and project in it; organization roles only
  * in their organization (and its projects); project roles only in their project. Actions, executions and
  * feature flags are instance-wide: no organization or project role grants them.
+ *
+ * `user.impersonate` (token exchange with an actor token of another user, docs/token-exchange.md) is held
+ * only by the END_USER_IMPERSONATOR roles: owning an instance or organization does not imply it, it must be
+ * granted on purpose.
  */
 export const permissions = [
   "instance.read",
@@ -24,6 +28,7 @@ export const permissions = [
   "user.write",
   "user.delete",
   "user.credential.write",
+  "user.impersonate",
   "membership.read",
   "membership.write",
   "membership.delete",
@@ -59,23 +64,33 @@ export const permissions = [
 export type Permission = (typeof permissions)[number];
 
 const reads = permissions.filter((p) => p.endsWith(".read"));
+/** Granted only by the END_USER_IMPERSONATOR roles (see above). */
+const IMPERSONATE: Permission = "user.impersonate";
+const granted = (list: readonly Permission[]): Permission[] => list.filter((p) => p !== IMPERSONATE);
 const instanceWide = (p: Permission) =>
   p.startsWith("action.") || p === "execution.read" || p.startsWith("feature.") || p.startsWith("instance.");
-const orgScoped = permissions.filter((p) => !instanceWide(p));
+const orgScoped = granted(permissions.filter((p) => !instanceWide(p)));
 const matching = (...prefixes: string[]): Permission[] =>
-  permissions.filter((p) => prefixes.some((prefix) => p.startsWith(prefix)));
+  granted(permissions.filter((p) => prefixes.some((prefix) => p.startsWith(prefix))));
 
 export const InstanceRoles = [
   "IAM_OWNER",
   "IAM_OWNER_VIEWER",
   "IAM_ORG_MANAGER",
   "IAM_USER_MANAGER",
+  "IAM_END_USER_IMPERSONATOR",
 ] as const;
-export const OrgRoles = ["ORG_OWNER", "ORG_OWNER_VIEWER", "ORG_USER_MANAGER", "ORG_PROJECT_CREATOR"] as const;
+export const OrgRoles = [
+  "ORG_OWNER",
+  "ORG_OWNER_VIEWER",
+  "ORG_USER_MANAGER",
+  "ORG_PROJECT_CREATOR",
+  "ORG_END_USER_IMPERSONATOR",
+] as const;
 export const ProjectRoles = ["PROJECT_OWNER", "PROJECT_OWNER_VIEWER"] as const;
 
 export const rolePermissions: Record<string, readonly Permission[]> = {
-  IAM_OWNER: permissions,
+  IAM_OWNER: granted(permissions),
   IAM_OWNER_VIEWER: reads,
   IAM_ORG_MANAGER: [
     ...matching("org.", "domain.", "membership.", "project.", "user.grant.", "idp."),
@@ -84,10 +99,14 @@ export const rolePermissions: Record<string, readonly Permission[]> = {
   ],
   // user.* includes user.grant.*
   IAM_USER_MANAGER: [...matching("user.", "session."), "org.read", "membership.read"],
+  // Token exchange with an actor token: tokens for any user of the instance.
+  IAM_END_USER_IMPERSONATOR: [IMPERSONATE],
   ORG_OWNER: orgScoped.filter((p) => p !== "org.create"),
   ORG_OWNER_VIEWER: reads.filter((p) => !instanceWide(p)),
   ORG_USER_MANAGER: [...matching("user.", "session."), "org.read"],
   ORG_PROJECT_CREATOR: ["project.create", "project.read", "org.read"],
+  // Token exchange with an actor token: tokens for the users of the organization.
+  ORG_END_USER_IMPERSONATOR: [IMPERSONATE],
   // In their project only (a project membership); project.* includes its roles, apps and grants.
   PROJECT_OWNER: [...matching("project.", "user.grant."), "org.read" as const].filter(
     (p) => p !== "project.create",

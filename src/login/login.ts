@@ -36,7 +36,7 @@ export interface LoginDeps {
 }
 
 export interface LoginOptions {
-  /** The protocol side's hand-off (default: `unavailableCompleter`, until the authorization endpoint exists). */
+  /** The protocol side's hand-off (the platform passes the OIDC provider's; default: `unavailableCompleter`). */
   completer?: AuthRequestCompleter;
 }
 

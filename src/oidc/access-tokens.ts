@@ -17,7 +17,8 @@ export function isJwt(token: string): boolean {
  * The stored access token a bearer value stands for when it is one of this instance's, unexpired,
  * unrevoked, and its user still exists and is active; undefined otherwise. Both formats are checked
  * against the stored SHA-256: of an opaque token's secret part, or of the whole JWT (so a JWT needs no
- * signature check here: only the exact token issued matches).
+ * signature check here: only the exact token issued matches). An exchanged token is active only while what
+ * it descends from is (its lineage: ancestor tokens unrevoked, actors active; docs/token-exchange.md).
  */
 export async function activeAccessToken(
   ctx: OidcContext,
@@ -27,6 +28,7 @@ export async function activeAccessToken(
   const stored = await storedAccessToken(ctx, instanceId, token);
   if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= Date.now()) return undefined;
   if (!isActive(stored.user)) return undefined;
+  if (stored.lineage && !(await ctx.tokens.lineageActive(instanceId, stored.lineage))) return undefined;
   return stored;
 }
 

@@ -2,12 +2,12 @@ import type { TokenVerifier } from "../auth/authenticate.ts";
 import type { Caller } from "../auth/caller.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
-import { USER } from "../domain/user/events.ts";
+import { USER, UserEvent } from "../domain/user/events.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import { activeAccessToken, isJwt } from "./access-tokens.ts";
 import type { OidcContext } from "./context.ts";
-import { parseHandle, type StoredAccessToken } from "./token-store.ts";
+import { actorsOf, parseHandle, type StoredAccessToken } from "./token-store.ts";
 
 /** How long a verified access token is reused for API calls: the time another process may still accept it after a revocation. */
 const CACHE_MS = 2_000;
@@ -31,18 +31,28 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
   const drop = (match: (token: StoredAccessToken) => boolean) => {
     for (const [key, entry] of cache) if (match(entry.token)) cache.delete(key);
   };
+  // An exchanged token (lineage) depends on other tokens and users: any revocation or any change of one of
+  // its actors makes it verify again.
   ctx.tokens.onRevoked((r) =>
     drop(
       (t) =>
         t.instanceId === r.instanceId &&
         ((r.tokenId !== undefined && t.id === r.tokenId) ||
           (r.familyId !== undefined && t.familyId === r.familyId) ||
-          (t.sessionId != null && r.sessionIds?.includes(t.sessionId) === true)),
+          (t.sessionId != null && r.sessionIds?.includes(t.sessionId) === true) ||
+          !!t.lineage),
     ),
   );
   eventStore.onCommitted((events) => {
     for (const e of events) {
-      if (e.aggregateType === USER) drop((t) => t.instanceId === e.instanceId && t.subject === e.aggregateId);
+      if (e.aggregateType === USER)
+        drop(
+          (t) =>
+            t.instanceId === e.instanceId &&
+            (t.subject === e.aggregateId ||
+              (!!t.lineage &&
+                (e.type === UserEvent.patRemoved || actorsOf(t.lineage.act).includes(e.aggregateId)))),
+        );
       if (e.aggregateType === INSTANCE) {
         drop((t) => t.instanceId === e.aggregateId);
         managementProjects.delete(e.aggregateId);

@@ -1,5 +1,7 @@
 import type { FastifyRequest } from "fastify";
+import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
+import type { EventStore } from "../eventstore/eventstore.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
@@ -42,6 +44,10 @@ export interface OidcContext {
   tokens: TokenStore;
   userGrants: UserGrantSource;
   lifetimes: Lifetimes;
+  /** For grants that record events (token exchange: `user.impersonated`). */
+  eventStore: EventStore;
+  /** Users' permissions from their memberships (token exchange: may the actor impersonate). */
+  authorizer: Authorizer;
 }
 
 /** The instance a request addressed and its issuer there. */

@@ -188,7 +188,7 @@ describe("OIDC errors", () => {
       );
     });
 
-    it("unsupported_grant_type: unknown grant types and token exchange (until its own issue)", async () => {
+    it("unsupported_grant_type: unknown grant types, and token exchange while its flag is off", async () => {
       for (const grant of ["password", "urn:ietf:params:oauth:grant-type:token-exchange", "__proto__"]) {
         assertOAuthError(
           await tokenRequest({ grant_type: grant }, svcBasic()),

@@ -9,8 +9,9 @@ const FORM = "application/x-www-form-urlencoded";
 /**
  * The parameters of a form-encoded POST (RFC 6749 §3.2): another content type, or a parameter given twice,
  * is `invalid_request`. The body arrives as a string (the OIDC routes register a raw parser).
+ * `multiValued` names parameters that may repeat (RFC 8693 `audience`, `resource`): see `parseParams`.
  */
-export function formParams(request: FastifyRequest): Params {
+export function formParams(request: FastifyRequest, multiValued?: ReadonlySet<string>): Params {
   const type = String(request.headers["content-type"] ?? "")
     .split(";", 1)[0]
     .trim()
@@ -18,15 +19,22 @@ export function formParams(request: FastifyRequest): Params {
   if (type !== FORM) {
     throw new InvalidRequest(`the request body must be ${FORM}${type ? `, not ${type}` : ""}`);
   }
-  return parseParams(typeof request.body === "string" ? request.body : "");
+  return parseParams(typeof request.body === "string" ? request.body : "", multiValued);
 }
 
-/** Parses `a=1&b=2`, refusing repeated parameters. */
-export function parseParams(encoded: string): Params {
+/**
+ * Parses `a=1&b=2`, refusing repeated parameters, except those of `multiValued`: their values are joined
+ * with spaces (`multiValues` splits them again; the values they carry never contain spaces).
+ */
+export function parseParams(encoded: string, multiValued?: ReadonlySet<string>): Params {
   const params = new Map<string, string>();
   if (encoded === "") return params;
   const seen = new Set<string>();
   for (const [name, value] of new URLSearchParams(encoded)) {
+    if (multiValued?.has(name)) {
+      if (value !== "") params.set(name, params.has(name) ? `${params.get(name)} ${value}` : value);
+      continue;
+    }
     if (seen.has(name)) throw new InvalidRequest(`parameter ${name} is repeated`);
     seen.add(name);
     if (value !== "") params.set(name, value);
@@ -55,6 +63,11 @@ export function collectParams(encoded: string): CollectedParams {
     if (value !== "" && !values.has(name)) values.set(name, value);
   }
   return { values, repeated };
+}
+
+/** The values of a multi-valued parameter (repeated, or space-separated); empty when it is absent. */
+export function multiValues(params: Params, name: string): string[] {
+  return (params.get(name) ?? "").split(" ").filter((v) => v !== "");
 }
 
 /** A parameter that must be present. */

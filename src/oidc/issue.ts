@@ -8,7 +8,7 @@ import type { OidcClient } from "./clients.ts";
 import type { OidcContext, RequestInfo } from "./context.ts";
 import { InvalidScope } from "./errors.ts";
 import { MANAGEMENT_PROJECT_ALIAS, type ParsedScope, Reserved, Scope, scopeFromValues } from "./scopes.ts";
-import { type AccessTokenRecord, newHandle, type RefreshTokenRecord } from "./token-store.ts";
+import { type AccessTokenRecord, type Lineage, newHandle, type RefreshTokenRecord } from "./token-store.ts";
 
 /** The audience of a client's tokens: its client ID, its project and the projects of audience scopes. */
 export interface Audience {
@@ -67,11 +67,22 @@ export interface Issuance {
   idToken: boolean;
   /** Issue a refresh token of this family (its scope: the originally granted one). */
   refresh?: { familyId: string; scope: string[]; absoluteExpiresAt: Date };
+  /** Token exchange: the access token's format, whatever the client's access_token_type says. */
+  accessTokenFormat?: "opaque" | "jwt";
+  /** Token exchange: no token issued expires after this (when the tokens it was exchanged from end). */
+  notAfter?: Date;
+  /** Token exchange: the actor (`act` claim) and the tokens the new ones descend from (stored with them). */
+  lineage?: Lineage;
+  /** The ID token's `aud` when it differs from the access token's audience. */
+  idTokenAudience?: string[];
 }
 
 export interface TokenResponse {
   access_token: string;
-  token_type: "Bearer";
+  /** `N_A` only for a token exchange answering with an ID token (RFC 8693 §2.2.1). */
+  token_type: "Bearer" | "N_A";
+  /** Token exchange (RFC 8693 §2.2.1): the type of the token in access_token. */
+  issued_token_type?: string;
   expires_in: number;
   scope?: string;
   id_token?: string;
@@ -117,7 +128,8 @@ export async function prepareTokens(
   const { client, scope } = issuance;
   const now = new Date();
   const iat = Math.floor(now.getTime() / 1000);
-  const accessLifetime = ctx.lifetimes.accessToken;
+  const accessExp = cappedExp(iat + ctx.lifetimes.accessToken, issuance.notAfter);
+  const jwt = (issuance.accessTokenFormat ?? client.accessTokenType) === "jwt";
   const tokenId = newId();
   const record: AccessTokenRecord = {
     instanceId: info.instance.id,
@@ -126,30 +138,32 @@ export async function prepareTokens(
     subject: issuance.subject,
     audience: issuance.audience.audience,
     scope: scope.values,
-    jwt: client.accessTokenType === "jwt",
+    jwt,
     secretHash: "",
     issuer: info.issuer,
     issuedAt: now,
-    expiresAt: new Date((iat + accessLifetime) * 1000),
+    expiresAt: new Date(accessExp * 1000),
     familyId: issuance.familyId ?? null,
     sessionId: issuance.sessionId ?? null,
     authTime: issuance.authTime ?? null,
     amr: issuance.amr ?? null,
+    lineage: issuance.lineage ?? null,
   };
 
   let accessToken: string;
-  if (client.accessTokenType === "jwt") {
+  if (jwt) {
     const claims: Record<string, unknown> = {
       iss: info.issuer,
       sub: issuance.subject,
       aud: record.audience,
-      exp: iat + accessLifetime,
+      exp: accessExp,
       iat,
       nbf: iat,
       jti: tokenId,
       client_id: client.clientId,
       scope: scope.values.join(" "),
     };
+    if (issuance.lineage?.act) claims.act = issuance.lineage.act;
     if (client.accessTokenRoleAssertion) {
       Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
     }
@@ -164,7 +178,7 @@ export async function prepareTokens(
   const response: TokenResponse = {
     access_token: accessToken,
     token_type: "Bearer",
-    expires_in: accessLifetime,
+    expires_in: accessExp - iat,
   };
   if (scope.values.length > 0) response.scope = scope.values.join(" ");
 
@@ -189,6 +203,7 @@ export async function prepareTokens(
       sessionId: issuance.sessionId ?? null,
       authTime: issuance.authTime ?? null,
       amr: issuance.amr ?? null,
+      lineage: issuance.lineage ?? null,
     };
     response.refresh_token = handle.value;
   }
@@ -209,7 +224,7 @@ export async function idToken(
   ctx: OidcContext,
   info: RequestInfo,
   issuance: Issuance,
-  options: { accessToken?: string; code?: string },
+  options: { accessToken?: string; code?: string; jti?: string },
 ): Promise<string> {
   const { client, user, scope } = issuance;
   if (!user) throw new Error("an ID token needs the user's claims");
@@ -217,12 +232,14 @@ export async function idToken(
   const claims: Record<string, unknown> = {
     iss: info.issuer,
     sub: user.id,
-    aud: issuance.audience.audience,
-    exp: iat + ctx.lifetimes.idToken,
+    aud: issuance.idTokenAudience ?? issuance.audience.audience,
+    exp: cappedExp(iat + ctx.lifetimes.idToken, issuance.notAfter),
     iat,
     azp: client.clientId,
     client_id: client.clientId,
   };
+  if (options.jti) claims.jti = options.jti;
+  if (issuance.lineage?.act) claims.act = issuance.lineage.act;
   if (issuance.authTime) claims.auth_time = Math.floor(issuance.authTime.getTime() / 1000);
   if (issuance.nonce) claims.nonce = issuance.nonce;
   if (issuance.amr?.length) claims.amr = issuance.amr;
@@ -259,6 +276,11 @@ async function rolesFor(
 async function sign(ctx: OidcContext, info: RequestInfo, claims: Record<string, unknown>, typ: string) {
   const key = await ctx.keys.active(info.instance.id);
   return new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(key.privateKey!);
+}
+
+/** An `exp` (seconds) no later than `notAfter`, when there is one. */
+function cappedExp(exp: number, notAfter: Date | undefined): number {
+  return notAfter ? Math.min(exp, Math.floor(notAfter.getTime() / 1000)) : exp;
 }
 
 /** `at_hash` / `c_hash`: base64url of the left half of the SHA-256 of the ASCII value (RS256). */

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../auth/authenticate.ts";
+import { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
 import { SETTINGS } from "../domain/settings/events.ts";
@@ -18,7 +19,7 @@ import { defaultLifetimes, type OidcContext, type RequestInfo, requestInfo } fro
 import { discoveryDocument } from "./endpoints/discovery.ts";
 import { introspectionEndpoint } from "./endpoints/introspection.ts";
 import { revocationEndpoint } from "./endpoints/revocation.ts";
-import { tokenEndpoint } from "./endpoints/token.ts";
+import { MULTI_VALUED_TOKEN_PARAMS, tokenEndpoint } from "./endpoints/token.ts";
 import { bearerToken, userinfoEndpoint } from "./endpoints/userinfo.ts";
 import { InvalidRequest, OAuthError, ServerError, TemporarilyUnavailable } from "./errors.ts";
 import { formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts";
@@ -35,6 +36,8 @@ export interface OidcProviderDeps {
   features: FeatureGate;
   /** PLATFORM_MASTERKEY (see `resolveMasterKey`). */
   masterKey: Buffer;
+  /** The API's authorizer (shares its membership cache); a new one when not given. */
+  authorizer?: Authorizer;
 }
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
@@ -70,6 +73,8 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     tokens,
     userGrants: userGrantsFromReadModel(deps.db),
     lifetimes: { ...defaultLifetimes },
+    eventStore: deps.eventStore,
+    authorizer: deps.authorizer ?? new Authorizer(deps.db, deps.eventStore),
   };
 
   const discoveryCache = new Map<string, { body: Buffer; until: number }>();
@@ -169,7 +174,7 @@ async function routes(
     const response = await tokenEndpoint(
       ctx,
       i,
-      formParams(request),
+      formParams(request, MULTI_VALUED_TOKEN_PARAMS),
       request.headers.authorization,
       url(i, OidcPath.token),
     );

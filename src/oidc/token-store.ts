@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constantTimeEqual, sha256 } from "../crypto/tokens.ts";
+import { UserState } from "../domain/user/events.ts";
 import type { Database, Queryable } from "../storage/database.ts";
 import { Batcher } from "./batch.ts";
 import { toUserRecord, USER_COLUMNS, type UserRecord } from "./claims.ts";
@@ -78,6 +79,29 @@ export function jwtMatches(token: string, stored: { jwt: boolean; secretHash: st
   return stored.jwt && constantTimeEqual(sha256(token), stored.secretHash);
 }
 
+/** The RFC 8693 `act` claim: the actor, and the actor before it when an impersonation token is exchanged on. */
+export interface ActClaim {
+  sub: string;
+  act?: ActClaim;
+}
+
+/**
+ * What an exchanged token descends from (token exchange, docs/token-exchange.md): its actor and every access
+ * token and personal access token it was exchanged from, transitively. It stays active only while they do.
+ */
+export interface Lineage {
+  act?: ActClaim;
+  tokenIds: string[];
+  patIds: string[];
+}
+
+/** Every user of an `act` chain, newest actor first. */
+export function actorsOf(act: ActClaim | undefined): string[] {
+  const actors: string[] = [];
+  for (let a = act; a && actors.length < 32; a = a.act) actors.push(a.sub);
+  return actors;
+}
+
 /** What grants store about an access token (opaque or JWT). */
 export interface AccessTokenRecord {
   instanceId: string;
@@ -99,6 +123,8 @@ export interface AccessTokenRecord {
   sessionId?: string | null;
   authTime?: Date | null;
   amr?: string[] | null;
+  /** Exchanged tokens only (token exchange). */
+  lineage?: Lineage | null;
 }
 
 /** An access token read back with its user (undefined user: removed since). */
@@ -124,6 +150,8 @@ export interface RefreshTokenRecord {
   sessionId?: string | null;
   authTime?: Date | null;
   amr?: string[] | null;
+  /** Refresh tokens of an exchange only: what their access tokens descend from. */
+  lineage?: Lineage | null;
 }
 
 export interface AuthorizationCodeRecord {
@@ -165,6 +193,9 @@ const ACCESS_COLUMNS = [
   "session_id",
   "auth_time",
   "amr",
+  "act",
+  "ancestor_token_ids",
+  "ancestor_pat_ids",
 ] as const;
 
 const REFRESH_COLUMNS = [
@@ -183,6 +214,9 @@ const REFRESH_COLUMNS = [
   "session_id",
   "auth_time",
   "amr",
+  "act",
+  "ancestor_token_ids",
+  "ancestor_pat_ids",
 ] as const;
 
 const CODE_COLUMNS = [
@@ -221,7 +255,24 @@ function accessValues(t: AccessTokenRecord): unknown[] {
     t.sessionId ?? null,
     t.authTime ?? null,
     t.amr ?? null,
+    ...lineageValues(t.lineage),
   ];
+}
+
+/** The act, ancestor_token_ids and ancestor_pat_ids columns (all NULL for tokens not exchanged). */
+function lineageValues(lineage: Lineage | null | undefined): unknown[] {
+  if (!lineage) return [null, null, null];
+  return [lineage.act ? JSON.stringify(lineage.act) : null, lineage.tokenIds, lineage.patIds];
+}
+
+function toLineage(row: Record<string, unknown>): Lineage | null {
+  if (row.act == null && row.ancestor_token_ids == null && row.ancestor_pat_ids == null) return null;
+  const act = typeof row.act === "string" ? JSON.parse(row.act) : row.act;
+  return {
+    ...(act ? { act: act as ActClaim } : {}),
+    tokenIds: (row.ancestor_token_ids as string[] | null) ?? [],
+    patIds: (row.ancestor_pat_ids as string[] | null) ?? [],
+  };
 }
 
 /** `INSERT INTO table (columns) VALUES (...), (...)` for several rows. */
@@ -254,6 +305,7 @@ function toAccessToken(row: Record<string, unknown>): StoredAccessToken {
     sessionId: (row.session_id as string | null) ?? null,
     authTime: dateOrNull(row.auth_time),
     amr: (row.amr as string[] | null) ?? null,
+    lineage: toLineage(row),
     user: toUserRecord(row),
   };
 }
@@ -277,6 +329,7 @@ function toRefreshToken(row: Record<string, unknown>): RefreshTokenRecord {
     sessionId: (row.session_id as string | null) ?? null,
     authTime: dateOrNull(row.auth_time),
     amr: (row.amr as string[] | null) ?? null,
+    lineage: toLineage(row),
   };
 }
 
@@ -420,6 +473,7 @@ export class TokenStore {
       token.sessionId ?? null,
       token.authTime ?? null,
       token.amr ?? null,
+      ...lineageValues(token.lineage),
     ]);
   }
 
@@ -478,6 +532,29 @@ export class TokenStore {
       [instanceId, id],
     );
     return rows.length === 1;
+  }
+
+  /**
+   * True while what an exchanged token descends from still holds: none of its ancestor access tokens is
+   * revoked, none of its ancestor personal access tokens removed or expired, every actor of its `act`
+   * chain is an active user. One statement; only exchanged tokens pay for it.
+   */
+  async lineageActive(instanceId: string, lineage: Lineage): Promise<boolean> {
+    const tokenIds = [...new Set(lineage.tokenIds)];
+    const patIds = [...new Set(lineage.patIds)];
+    const actors = [...new Set(actorsOf(lineage.act))];
+    if (tokenIds.length + patIds.length + actors.length === 0) return true;
+    const [row] = await this.db.query<{ tokens: number; pats: number; actors: number }>(
+      `SELECT
+         (SELECT count(*)::int FROM oidc_access_tokens
+           WHERE instance_id = $1 AND id = ANY($2::text[]) AND revoked_at IS NULL) AS tokens,
+         (SELECT count(*)::int FROM personal_access_tokens
+           WHERE instance_id = $1 AND id = ANY($3::text[]) AND (expires_at IS NULL OR expires_at > now())) AS pats,
+         (SELECT count(*)::int FROM users
+           WHERE instance_id = $1 AND id = ANY($4::text[]) AND state = $5) AS actors`,
+      [instanceId, tokenIds, patIds, actors, UserState.active],
+    );
+    return row.tokens === tokenIds.length && row.pats === patIds.length && row.actors === actors.length;
   }
 
   /** Records a client assertion's jti; false when it was used before (replay). */

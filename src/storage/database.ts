@@ -13,6 +13,8 @@ export interface Queryable {
 
 export interface Database extends Queryable {
   readonly kind: "pglite" | "postgres";
+  /** Lines for the start-up output about what opening the database did (e.g. a stale lock taken over). */
+  readonly notices?: readonly string[];
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;

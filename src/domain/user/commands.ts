@@ -3,6 +3,7 @@ import type { NewEvent, StoredEvent } from "../../eventstore/types.ts";
 import {
   AccessTokenType,
   type HumanAddedPayload,
+  type ImpersonatedPayload,
   type MachineAddedPayload,
   type PatAddedPayload,
   USER,
@@ -51,6 +52,17 @@ export function addPatEvent(userId: string, orgId: string, payload: PatAddedPayl
     aggregateId: userId,
     resourceOwner: orgId,
     type: UserEvent.patAdded,
+    payload: { ...payload },
+  };
+}
+
+/** Records an impersonation of the user (token exchange); appended with the token it issued. */
+export function impersonatedEvent(userId: string, orgId: string, payload: ImpersonatedPayload): NewEvent {
+  return {
+    aggregateType: USER,
+    aggregateId: userId,
+    resourceOwner: orgId,
+    type: UserEvent.impersonated,
     payload: { ...payload },
   };
 }

@@ -23,6 +23,8 @@ export const UserEvent = {
   keyRemoved: "user.machine.key.removed",
   patAdded: "user.pat.added",
   patRemoved: "user.pat.removed",
+  /** Token exchange: an actor obtained tokens for this user (impersonation). Changes nothing of the user. */
+  impersonated: "user.impersonated",
   removed: "user.removed",
 } as const;
 
@@ -123,6 +125,21 @@ export interface KeyRemovedPayload {
 
 export interface PatRemovedPayload {
   pat_id: string;
+}
+
+/**
+ * `user.impersonated` (on the impersonated user, created by the actor): who obtained which token for the
+ * user through which client. The token's ID only, never the token.
+ */
+export interface ImpersonatedPayload {
+  actor_user_id: string;
+  /** The `act` claim of the token (the actor, and earlier actors when an impersonation token was exchanged). */
+  act: { sub: string; act?: unknown };
+  client_id: string;
+  /** The issued token's ID (`jti`). */
+  token_id: string;
+  /** RFC 8693 `issued_token_type`. */
+  issued_token_type: string;
 }
 
 export interface UserRemovedPayload {

@@ -23,6 +23,7 @@ export const CLAIMS_SUPPORTED = [
   "at_hash",
   "c_hash",
   "client_id",
+  "act",
   "name",
   "given_name",
   "family_name",

@@ -8,8 +8,8 @@ import { Reserved, scopeFromValues } from "../scopes.ts";
 /**
  * Token introspection (RFC 7662): client_secret_basic or private_key_jwt only. `active: false` for
  * expired, revoked, malformed and unknown tokens and for callers whose client ID or project is not in the
- * token's audience; else the token's fields, `username` (`<username>@<primary domain>`), the user claims
- * its scope allows and its roles.
+ * token's audience; else the token's fields, `username` (`<username>@<primary domain>`), `act` for an
+ * impersonation token (token exchange), the user claims its scope allows and its roles.
  */
 export async function introspectionEndpoint(
   ctx: OidcContext,
@@ -60,6 +60,7 @@ export async function introspectionEndpoint(
     iss: stored.issuer,
     jti: stored.id,
     username: loginName(user),
+    ...(stored.lineage?.act ? { act: stored.lineage.act } : {}),
     ...userClaims(user, scope, { metadata }),
     ...roles,
   };

@@ -18,6 +18,9 @@ const grants: Record<string, Grant> = {
   [GrantType.tokenExchange]: tokenExchangeGrant,
 };
 
+/** Token parameters that may be given more than once (RFC 8693 §2.1: `audience`, `resource`). */
+export const MULTI_VALUED_TOKEN_PARAMS: ReadonlySet<string> = new Set(["audience", "resource"]);
+
 /** The token endpoint (RFC 6749 §3.2): dispatches on `grant_type`; unknown types are unsupported_grant_type. */
 export async function tokenEndpoint(
   ctx: OidcContext,

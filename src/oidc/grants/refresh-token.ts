@@ -57,9 +57,20 @@ export const refreshTokenGrant: Grant = async (ctx, info, request) => {
   }
   const user = await loadUser(ctx.db, info.instance.id, record.subject);
   if (!isActive(user)) throw new InvalidGrant("the user is not active");
+  // An exchanged family (token exchange) lives only as long as the tokens it was exchanged from: they are
+  // its absolute end (notAfter), and a revoked ancestor or an inactive actor ends it.
+  const lineage = record.lineage ?? undefined;
+  if (lineage && !(await ctx.tokens.lineageActive(info.instance.id, lineage))) {
+    throw new InvalidGrant(
+      "a token this refresh token was exchanged from is revoked, or its actor is inactive",
+    );
+  }
 
   const issuer = { ...info, issuer: record.issuer };
-  const audience = await resolveAudience(ctx, issuer, client, scope);
+  // An exchanged family keeps the audience the exchange granted (never the client's own).
+  const audience = lineage
+    ? { audience: record.audience, projectIds: record.audience }
+    : await resolveAudience(ctx, issuer, client, scope);
   const prepared = await prepareTokens(ctx, issuer, {
     client,
     subject: user.id,
@@ -72,6 +83,11 @@ export const refreshTokenGrant: Grant = async (ctx, info, request) => {
     amr: record.amr,
     idToken: true,
     refresh: { familyId: record.familyId, scope: record.scope, absoluteExpiresAt: record.absoluteExpiresAt },
+    lineage,
+    notAfter: lineage ? record.absoluteExpiresAt : undefined,
+    idTokenAudience: lineage
+      ? [client.clientId, ...record.audience.filter((a) => a !== client.clientId)]
+      : undefined,
   });
   const rotated = await ctx.db.transaction(async (tx) => {
     if (!(await ctx.tokens.markRotated(tx, info.instance.id, record.id))) return false;

@@ -138,12 +138,14 @@ describe("memberships", () => {
       "IAM_OWNER_VIEWER",
       "IAM_ORG_MANAGER",
       "IAM_USER_MANAGER",
+      "IAM_END_USER_IMPERSONATOR",
     ]);
     assert.deepEqual(await roles(`?ctx.org_id=${orgA}`), [
       "ORG_OWNER",
       "ORG_OWNER_VIEWER",
       "ORG_USER_MANAGER",
       "ORG_PROJECT_CREATOR",
+      "ORG_END_USER_IMPERSONATOR",
     ]);
     const [project] = await platform.db.query<{ id: string }>("SELECT id FROM projects LIMIT 1");
     assert.deepEqual(await roles(`?project_id=${project.id}`), ["PROJECT_OWNER", "PROJECT_OWNER_VIEWER"]);
