@@ -5,15 +5,20 @@
 // under the same load generator.
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
-// BENCH_ONLY (api | oidc; default both), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
+// BENCH_ONLY (api | oidc | signin; default all), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
-// alternating Platform and the peer, medians reported; default 1).
+// alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
+// concurrent browsers, default 8).
+// The browser sign-in scenario (authorize → login name → password → code → token, eight requests) runs
+// with the login UI's rate limits off and is reported beside the raw argon2id verifications per second of
+// this machine (same parameters, measured in this process while the server is idle).
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import { hashPassword, verifyPassword } from "../src/crypto/password.ts";
 import { freshBackend } from "../test/helpers.ts";
 
 const duration = Number(process.env.BENCH_DURATION ?? 10);
@@ -22,6 +27,8 @@ const oidcConnections = Number(process.env.BENCH_OIDC_CONNECTIONS ?? 50);
 const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const only = process.env.BENCH_ONLY;
 const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
+const signInClients = Number(process.env.BENCH_SIGNIN_CLIENTS ?? 8);
+const ADMIN_PASSWORD = "Bench-Password1!";
 const root = path.resolve(import.meta.dirname, "..");
 const peerDir = path.resolve(process.env.BENCH_PEER_DIR ?? path.join(root, "../shared/bench/peer"));
 const dir = mkdtempSync(path.join(os.tmpdir(), "platform-bench-"));
@@ -39,8 +46,11 @@ const child = spawn(process.execPath, [path.join(root, "bin/platform.js"), "star
     PLATFORM_MASTERKEY: backend.env.DATABASE_URL ? randomBytes(32).toString("hex") : "",
     ...backend.env,
     PLATFORM_FIRSTINSTANCE_PAT_PATH: patPath,
-    PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: "Bench-Password1!",
+    PLATFORM_FIRSTINSTANCE_ADMIN_PASSWORD: ADMIN_PASSWORD,
     PLATFORM_LOG_LEVEL: "warn",
+    // the browser sign-in scenario signs one person in many times a second from one address
+    PLATFORM_LOGIN_ATTEMPTS_PER_IP: "0",
+    PLATFORM_LOGIN_ATTEMPTS_PER_NAME: "0",
   },
   stdio: ["ignore", "pipe", "inherit"],
 });
@@ -103,8 +113,9 @@ console.log(
 );
 let peer: ChildProcess | undefined;
 try {
-  if (only !== "oidc") await apiScenarios();
-  if (only !== "api") await oidcScenarios();
+  if (!only || only === "api") await apiScenarios();
+  if (!only || only === "oidc") await oidcScenarios();
+  if (!only || only === "signin") await signInScenario();
 } finally {
   peer?.kill("SIGTERM");
   child.kill("SIGTERM");
@@ -333,4 +344,179 @@ function median(runs: Measured[]): Measured {
     errors: runs.reduce((n, r) => n + r.errors, 0),
     non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
   };
+}
+
+/** One browser's requests: keeps its cookies, never follows redirects. (A function: hoisted above the run.) */
+function benchBrowser() {
+  const cookies = new Map<string, string>();
+  return {
+    async request(
+      path: string,
+      init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {},
+    ) {
+      const headers: Record<string, string> = { accept: "text/html", ...init.headers };
+      if (cookies.size) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+      if (init.form) headers["content-type"] = "application/x-www-form-urlencoded";
+      const response = await fetch(path.startsWith("http") ? path : `${url}${path}`, {
+        method: init.method ?? (init.form ? "POST" : "GET"),
+        headers,
+        body: init.form ? new URLSearchParams(init.form).toString() : undefined,
+        redirect: "manual",
+      });
+      for (const cookie of response.headers.getSetCookie()) {
+        const [pair] = cookie.split(";");
+        const at = pair.indexOf("=");
+        cookies.set(pair.slice(0, at), pair.slice(at + 1));
+      }
+      const text = await response.text();
+      return { status: response.status, location: response.headers.get("location") ?? "", text };
+    },
+  };
+}
+
+/** An OIDC web app (client_secret_basic) made through the apps API. */
+async function benchApp(): Promise<{ clientId: string; secret: string; redirectUri: string }> {
+  const headers = { ...auth, "content-type": "application/json" };
+  const redirectUri = "https://bench.example/callback";
+  const project = (await (
+    await fetch(`${url}/resources/v3alpha/projects`, { method: "POST", headers, body: '{"name":"Bench"}' })
+  ).json()) as { details: { id: string } };
+  const app = (await (
+    await fetch(`${url}/resources/v3alpha/projects/${project.details.id}/apps`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        name: "bench",
+        oidc: { redirect_uris: [redirectUri], auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC" },
+      }),
+    })
+  ).json()) as { client_id: string; client_secret: string };
+  return { clientId: app.client_id, secret: app.client_secret, redirectUri };
+}
+
+/**
+ * One full browser sign-in with a fresh browser: authorize → login UI entry → login name page and post →
+ * password page and post → completion (code) → token request. Throws on any unexpected answer.
+ */
+async function signInOnce(app: { clientId: string; secret: string; redirectUri: string }): Promise<void> {
+  const browser = benchBrowser();
+  const verifier = randomBytes(32).toString("base64url");
+  const challenge = createHash("sha256").update(verifier).digest("base64url");
+  const expect = (answer: { status: number; text: string }, status: number, step: string) => {
+    if (answer.status !== status) throw new Error(`${step}: ${answer.status} ${answer.text.slice(0, 200)}`);
+  };
+  const query = new URLSearchParams({
+    client_id: app.clientId,
+    redirect_uri: app.redirectUri,
+    response_type: "code",
+    scope: "openid profile",
+    state: randomBytes(8).toString("hex"),
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+  });
+  const authorize = await browser.request(`/oauth/v2/authorize?${query}`);
+  expect(authorize, 302, "authorize");
+  const entry = await browser.request(authorize.location);
+  expect(entry, 302, "login entry");
+  const loginPage = await browser.request(entry.location);
+  expect(loginPage, 200, "login name page");
+  const form = (html: string) => ({
+    csrf: /name="csrf"[^>]*value="([^"]+)"/.exec(html)?.[1] ?? "",
+    authRequest: /name="authRequest"[^>]*value="([^"]+)"/.exec(html)?.[1] ?? "",
+  });
+  const named = await browser.request("/ui/login/loginname", {
+    form: { ...form(loginPage.text), loginName: "admin" },
+  });
+  expect(named, 303, "login name post");
+  const passwordPage = await browser.request(named.location);
+  expect(passwordPage, 200, "password page");
+  const checked = await browser.request("/ui/login/password", {
+    form: { ...form(passwordPage.text), password: ADMIN_PASSWORD },
+  });
+  expect(checked, 303, "password post");
+  const complete = await browser.request(checked.location);
+  expect(complete, 302, "completion");
+  const code = new URL(complete.location).searchParams.get("code");
+  if (!code) throw new Error(`completion: no code in ${complete.location}`);
+  const token = await browser.request("/oauth/v2/token", {
+    form: { grant_type: "authorization_code", code, redirect_uri: app.redirectUri, code_verifier: verifier },
+    headers: {
+      accept: "application/json",
+      authorization: `Basic ${Buffer.from(`${encodeURIComponent(app.clientId)}:${encodeURIComponent(app.secret)}`).toString("base64")}`,
+    },
+  });
+  expect(token, 200, "token");
+}
+
+/** Runs `once` from `concurrency` loops for `seconds`; completions per second and their latencies. */
+async function closedLoop(concurrency: number, seconds: number, once: () => Promise<void>) {
+  const latencies: number[] = [];
+  let errors = 0;
+  let firstError: string | undefined;
+  const end = performance.now() + seconds * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await once();
+          latencies.push(performance.now() - t);
+        } catch (error) {
+          errors++;
+          firstError ??= (error as Error).message;
+        }
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    latencies.length ? Math.round(latencies[Math.max(0, Math.ceil((p / 100) * latencies.length) - 1)]) : 0;
+  return { perSecond: latencies.length / elapsed, p50: pct(50), p99: pct(99), errors, firstError };
+}
+
+async function signInScenario(): Promise<void> {
+  const app = await benchApp();
+  await signInOnce(app); // the first one creates the signing key
+  // The raw argon2id rate of this machine: the same parameters (src/crypto/password.ts), as many
+  // verifications at once as the server's thread pool runs (4), in this process while the server is idle;
+  // alternated with the sign-ins round by round (BENCH_ROUNDS), so both see the same neighbours' load.
+  const hash = await hashPassword(ADMIN_PASSWORD);
+  const verifyRaw = async () => {
+    if (!(await verifyPassword(hash, ADMIN_PASSWORD))) throw new Error("argon2id verify failed");
+  };
+  if (warmup > 0) await closedLoop(signInClients, warmup, () => signInOnce(app));
+  type Run = Awaited<ReturnType<typeof closedLoop>>;
+  const argonRuns: Run[] = [];
+  const signInRuns: Run[] = [];
+  for (let round = 0; round < rounds; round++) {
+    argonRuns.push(await closedLoop(4, Math.min(duration, 5), verifyRaw));
+    signInRuns.push(await closedLoop(signInClients, duration, () => signInOnce(app)));
+  }
+  const mid = (runs: Run[], pick: (r: Run) => number) =>
+    runs.map(pick).sort((a, b) => a - b)[Math.floor(runs.length / 2)];
+  const row = (name: string, runs: Run[]) =>
+    `| ${name} | ${mid(runs, (r) => r.perSecond).toFixed(1)} | ${mid(runs, (r) => r.p50)} | ${mid(runs, (r) => r.p99)} | ${runs.reduce((n, r) => n + r.errors, 0)} |`;
+  console.log(
+    "Browser sign-in (authorize → login name → password → code → token: 8 requests, a new browser each), " +
+      `${signInClients} concurrent browsers, ${warmup} s warm-up` +
+      `${rounds > 1 ? `, median of ${rounds} rounds alternating with the raw argon2id measurement` : ""}\n`,
+  );
+  console.log("| scenario | per second | p50 ms | p99 ms | errors |");
+  console.log("|---|---:|---:|---:|---:|");
+  console.log(row("full browser sign-ins", signInRuns));
+  console.log(
+    row(
+      "argon2id verifications (raw, @node-rs/argon2, 19 MiB, t=2, p=1; 4 at once, this process)",
+      argonRuns,
+    ),
+  );
+  const ratios = signInRuns.map((r, i) => (r.perSecond / argonRuns[i].perSecond).toFixed(2));
+  console.log(
+    `\nsign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password)`,
+  );
+  const firstError = signInRuns.find((r) => r.firstError)?.firstError;
+  if (firstError) console.log(`first error: ${firstError}`);
+  console.log();
 }

@@ -169,6 +169,7 @@ export type LoginPageName =
   | "account"
   | "signedout"
   | "error"
+  | "authorize-error"
   | "form-post";
 
 /**
@@ -268,6 +269,17 @@ export async function visitLoginPages(
     await page.goto(`${platform.url}/ui/login?authRequest=1`);
     await heading(/Sign-in not possible/);
     await visit("error", page);
+    // the authorization endpoint's page for a request it cannot answer at the client (unknown client)
+    await page.goto(
+      `${platform.url}/oauth/v2/authorize?${new URLSearchParams({
+        client_id: "unknown-app",
+        redirect_uri: client.callback,
+        response_type: "code",
+        scope: "openid",
+      })}`,
+    );
+    await heading(/Sign-in not possible/);
+    await visit("authorize-error", page);
   } finally {
     await context.close();
   }

@@ -263,6 +263,8 @@ export class AuthRequestStore {
 
   /** Keeps the error and form values to show on the next page (never pass passwords here). */
   async setUiState(request: AuthRequest, state: UiState): Promise<void> {
+    const empty = (s: UiState) => Object.keys(s).length === 0;
+    if (empty(state) && empty(request.uiState)) return; // nothing to clear: no write
     await this.update(request, "ui_state = $3", [JSON.stringify(state)]);
     request.uiState = state;
   }

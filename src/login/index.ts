@@ -36,7 +36,7 @@ export {
 export { Login, type LoginDeps, type LoginOptions, SIGNED_OUT_URL } from "./login.ts";
 export { renderFormPost, sendFormPost } from "./render.ts";
 export { findLoginSession, type LoginSession, type SessionSelection } from "./sessions.ts";
-export { USER_AGENT_COOKIE, type UserAgent } from "./user-agent.ts";
+export { readUserAgent, USER_AGENT_COOKIE, type UserAgent } from "./user-agent.ts";
 
 /** Registers the cookie parser (all routes), the login UI under /ui and `GET /`; answers the Login. */
 export function registerLogin(app: FastifyInstance, deps: LoginDeps, options: LoginOptions = {}): Login {

@@ -17,7 +17,7 @@ import type { Database } from "../storage/database.ts";
 import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
 import { chooseLanguage, languageSettings, type Translator, translator } from "./i18n.ts";
-import { type PageContext, sendFormPost } from "./render.ts";
+import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
   databaseNow,
   type LoginSession,
@@ -36,7 +36,7 @@ export interface LoginDeps {
 }
 
 export interface LoginOptions {
-  /** The protocol side's hand-off (default: `unavailableCompleter`, until the authorization endpoint exists). */
+  /** The protocol side's hand-off (the platform passes the OIDC provider's; default: `unavailableCompleter`). */
   completer?: AuthRequestCompleter;
 }
 
@@ -109,7 +109,8 @@ export class Login {
     // prompt=none never shows the registration form, whatever the settings
     const step = nextStep(authRequest, sessions, {
       allowRegister: false,
-      now: await databaseNow(this.deps.db),
+      // the clock matters only for sessions' password check times (max_age)
+      now: sessions.length ? await databaseNow(this.deps.db) : new Date(),
     });
     return selectionFor(step);
   }
@@ -149,14 +150,21 @@ export class Login {
     return ended;
   }
 
-  /** The language and texts for a request (ui_locales of the auth request, Accept-Language, default). */
-  async translatorFor(request: FastifyRequest, authRequest?: AuthRequest): Promise<Translator> {
+  /**
+   * The language and texts for a request (ui_locales of the auth request, or `uiLocales` of a request not
+   * stored, Accept-Language, default).
+   */
+  async translatorFor(
+    request: FastifyRequest,
+    authRequest?: AuthRequest,
+    uiLocales?: string[],
+  ): Promise<Translator> {
     const choice = await languageSettings(this.deps.db, this.instanceId(request), authRequest?.orgId);
     const acceptLanguage = request.headers["accept-language"];
     return translator(
       chooseLanguage(
         choice,
-        authRequest?.uiLocales ?? [],
+        authRequest?.uiLocales ?? uiLocales ?? [],
         typeof acceptLanguage === "string" ? acceptLanguage : undefined,
       ),
     );
@@ -164,11 +172,11 @@ export class Login {
 
   async pageContext(
     request: FastifyRequest,
-    options: { authRequest?: AuthRequest; csrf?: string } = {},
+    options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[] } = {},
   ): Promise<PageContext> {
     const { authRequest } = options;
     return {
-      translator: await this.translatorFor(request, authRequest),
+      translator: await this.translatorFor(request, authRequest, options.uiLocales),
       instanceName: (await this.instance(request)).name,
       formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
       csrf: options.csrf,
@@ -190,6 +198,49 @@ export class Login {
       return reply.redirect(response.url, request.method === "POST" ? 303 : 302);
     const context = await this.pageContext(request, { authRequest });
     return sendFormPost(reply, context, response.action, response.fields);
+  }
+
+  /**
+   * The page for a sign-in or sign-out request the protocol side cannot answer at the client (unknown
+   * client, unusable redirect URI, an invalid end-session request): localized (`uiLocales`, then
+   * Accept-Language), never a redirect. It names the OAuth error for the application's developer.
+   */
+  async sendProtocolError(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    options: {
+      /** A bad sign-in request, a bad sign-out request, or a failure on our side. */
+      kind: "signin" | "signout" | "server";
+      error: string;
+      description: string;
+      uiLocales?: string[];
+      status?: number;
+    },
+  ): Promise<FastifyReply> {
+    const context = await this.pageContext(request, { uiLocales: options.uiLocales });
+    const { t } = context.translator;
+    const signout = options.kind === "signout";
+    return sendPage(
+      reply,
+      context,
+      "message",
+      {
+        title: t(signout ? "error.signOutTitle" : "error.title"),
+        message: t(
+          options.kind === "server"
+            ? "error.server"
+            : signout
+              ? "error.signOutRequest"
+              : "error.clientRequest",
+        ),
+        alert: true,
+        detail: { error: options.error, description: options.description },
+        detailLabel: t("error.detail"),
+        linkUrl: "/",
+        linkText: t("error.toAccount"),
+      },
+      { status: options.status ?? 400 },
+    );
   }
 
   /** Burns the time of one password verification (unknown login names answer as slowly as wrong passwords). */

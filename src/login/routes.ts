@@ -340,7 +340,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         }
         const step = nextStep(authRequest, sessions, {
           allowRegister: await login.allowRegister(instanceId, authRequest.orgId),
-          now: await databaseNow(db),
+          now: sessions.length ? await databaseNow(db) : new Date(),
         });
         switch (step.step) {
           case "complete":

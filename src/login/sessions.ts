@@ -129,14 +129,20 @@ export function matchesLoginName(session: LoginSession, loginName: string): bool
 
 /**
  * Whether the session's password check is recent enough for the request: checked at all, after the
- * request started when it says `prompt=login`, and within `max_age` seconds.
+ * request started when it says `prompt=login`, and within `max_age` seconds — or during this request
+ * (else `max_age=0` could never be met: the hand-off comes a few milliseconds after the check).
  */
 export function needsPassword(request: AuthRequest, session: LoginSession, now: Date): boolean {
   const authTime = session.authTime?.getTime();
   if (authTime === undefined) return true;
-  if (request.prompt.includes("login") && authTime < request.createdAt.getTime()) return true;
-  // max_age counts whole seconds (the ID token's auth_time has second precision)
-  if (request.maxAge !== undefined && now.getTime() - authTime > request.maxAge * 1000) return true;
+  const checkedDuringRequest = authTime >= request.createdAt.getTime();
+  if (request.prompt.includes("login") && !checkedDuringRequest) return true;
+  if (
+    request.maxAge !== undefined &&
+    now.getTime() - authTime > request.maxAge * 1000 &&
+    !checkedDuringRequest
+  )
+    return true;
   return false;
 }
 

@@ -39,6 +39,7 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
         t.instanceId === r.instanceId &&
         ((r.tokenId !== undefined && t.id === r.tokenId) ||
           (r.familyId !== undefined && t.familyId === r.familyId) ||
+          (t.sessionId != null && r.sessionIds?.includes(t.sessionId) === true) ||
           !!t.lineage),
     ),
   );

@@ -64,7 +64,7 @@ export interface OidcClient {
   idTokenRoleAssertion: boolean;
   /** Tolerated clock difference for the client's assertions, in seconds (apps: at most 5). */
   clockSkewSeconds: number;
-  /** Apps with dev_mode may use http redirect URIs (checked by the authorization endpoint, part 2). */
+  /** Apps with dev_mode may register http redirect URIs on any host (checked by the apps API). */
   devMode?: boolean;
   /** For a machine user: the user it is (client_credentials tokens are issued for it). */
   userId?: string;

@@ -17,7 +17,7 @@ const SECRET = "web-app-secret-0123456789";
 
 /**
  * authorization_code and refresh_token, driven by openid-client, with codes issued through the domain
- * function the authorization endpoint (part 2) will call, for fixture clients registered the way apps
+ * function the authorization endpoint calls, for fixture clients registered the way apps
  * plug in (ClientRegistry.addSource).
  */
 describe("OIDC authorization code and refresh tokens", () => {

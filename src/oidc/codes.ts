@@ -2,7 +2,7 @@ import { newId } from "../id.ts";
 import type { OidcContext } from "./context.ts";
 import { newHandle } from "./token-store.ts";
 
-/** What the authorization endpoint (part 2) knows when it issues a code. */
+/** What the authorization endpoint knows when it issues a code (./complete.ts). */
 export interface AuthorizationCodeRequest {
   instanceId: string;
   /** The issuer the authorization request was made to (tokens from the code carry it). */

@@ -86,3 +86,24 @@ export class ServerError extends OAuthError {
     super("server_error", 500, description);
   }
 }
+
+/** Authorization endpoint: a `response_type` this provider does not offer (`token` alone, hybrid types, …). */
+export class UnsupportedResponseType extends OAuthError {
+  constructor(description: string) {
+    super("unsupported_response_type", 400, description);
+  }
+}
+
+/** Authorization endpoint: the `request` parameter (request objects, OIDC Core §6) is not supported. */
+export class RequestNotSupported extends OAuthError {
+  constructor(description = "request objects (the request parameter) are not supported") {
+    super("request_not_supported", 400, description);
+  }
+}
+
+/** Authorization endpoint: the `request_uri` parameter (OIDC Core §6.2) is not supported. */
+export class RequestUriNotSupported extends OAuthError {
+  constructor(description = "the request_uri parameter is not supported") {
+    super("request_uri_not_supported", 400, description);
+  }
+}

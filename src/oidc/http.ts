@@ -42,6 +42,29 @@ export function parseParams(encoded: string, multiValued?: ReadonlySet<string>):
   return params;
 }
 
+/**
+ * The parameters of a browser request (authorization, end session), where a repeated parameter must not
+ * stop the parsing: which parameters were repeated decides whether the error can go to the client's
+ * redirect URI or must be shown at the server. Empty values count as absent.
+ */
+export interface CollectedParams {
+  values: Params;
+  /** Names given more than once (their value in `values` is the first non-empty one). */
+  repeated: ReadonlySet<string>;
+}
+
+export function collectParams(encoded: string): CollectedParams {
+  const values = new Map<string, string>();
+  const seen = new Set<string>();
+  const repeated = new Set<string>();
+  for (const [name, value] of new URLSearchParams(encoded)) {
+    if (seen.has(name)) repeated.add(name);
+    seen.add(name);
+    if (value !== "" && !values.has(name)) values.set(name, value);
+  }
+  return { values, repeated };
+}
+
 /** The values of a multi-valued parameter (repeated, or space-separated); empty when it is absent. */
 export function multiValues(params: Params, name: string): string[] {
   return (params.get(name) ?? "").split(" ").filter((v) => v !== "");

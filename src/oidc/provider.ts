@@ -6,13 +6,16 @@ import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
 import { SETTINGS } from "../domain/settings/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { ExecutionEngine } from "../execution/engine.ts";
+import type { AuthRequestCompleter, Login } from "../login/index.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
 import type { Database } from "../storage/database.ts";
 import { accessTokenVerifier } from "./api-verifier.ts";
+import { registerBrowserEndpoints } from "./browser.ts";
 import { ClientRegistry } from "./clients.ts";
 import { type AuthorizationCodeRequest, issueAuthorizationCode } from "./codes.ts";
+import { oidcCompleter } from "./complete.ts";
 import { defaultLifetimes, type OidcContext, type RequestInfo, requestInfo } from "./context.ts";
 import { discoveryDocument } from "./endpoints/discovery.ts";
 import { introspectionEndpoint } from "./endpoints/introspection.ts";
@@ -42,12 +45,16 @@ export interface OidcProviderDeps {
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
 export interface OidcProvider extends OidcContext {
-  /** For the authorization endpoint (part 2) and tests: a single-use code for an authenticated user. */
+  /** A single-use code for an authenticated user (what the authorization endpoint issues; for tests). */
   issueAuthorizationCode(request: AuthorizationCodeRequest): Promise<string>;
   /** Accepts this provider's access tokens at the management APIs (`Authenticator.addVerifier`). */
   apiVerifier: TokenVerifier;
-  /** Registers the endpoints of interface.md §4.3 (part 1) on the app. */
+  /** Registers the endpoints of interface.md §4.3 that browsers do not open (JSON answers) on the app. */
   register(app: FastifyInstance): void;
+  /** The login UI's hand-off: issues the code or implicit tokens of an authenticated auth request. */
+  completer: AuthRequestCompleter;
+  /** Registers the authorization and end-session endpoints; after the login UI, whose pages they use. */
+  registerBrowserEndpoints(app: FastifyInstance, login: Login): void;
 }
 
 /** How long a discovery document is reused (its feature flags and languages may change). */
@@ -87,6 +94,9 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
   const provider: OidcProvider = Object.assign(ctx, {
     issueAuthorizationCode: (request: AuthorizationCodeRequest) => issueAuthorizationCode(ctx, request),
     apiVerifier: accessTokenVerifier(ctx, deps.eventStore),
+    completer: oidcCompleter(ctx),
+    registerBrowserEndpoints: (app: FastifyInstance, login: Login) =>
+      registerBrowserEndpoints(app, ctx, login),
     register(app: FastifyInstance) {
       app.register(async (scope) => routes(scope, ctx, discoveryCache));
       const sweeper = setInterval(() => {

@@ -17,7 +17,7 @@ export const Reserved = {
   prefix: "urn:platform:iam:",
   /** `urn:platform:iam:org:project:id:<id>:aud`: the project joins the audience (`platform` = management). */
   projectAudience: /^urn:platform:iam:org:project:id:([A-Za-z0-9_-]{1,200}):aud$/,
-  /** `urn:platform:iam:org:id:<id>`: the organization the user must belong to (authorization, part 2). */
+  /** `urn:platform:iam:org:id:<id>`: the organization the user must belong to (authorization endpoint). */
   org: /^urn:platform:iam:org:id:([A-Za-z0-9_-]{1,200})$/,
   /** `urn:platform:iam:org:project:role:<key>`: asks for the role claim limited to these roles. */
   role: /^urn:platform:iam:org:project:role:(.{1,200})$/,

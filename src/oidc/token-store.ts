@@ -175,7 +175,7 @@ export interface AuthorizationCodeRecord {
 }
 
 /** Something this process revoked: caches of verified tokens drop it at once. */
-export type Revocation = { instanceId: string; tokenId?: string; familyId?: string };
+export type Revocation = { instanceId: string; tokenId?: string; familyId?: string; sessionIds?: string[] };
 
 const ACCESS_COLUMNS = [
   "instance_id",
@@ -431,6 +431,29 @@ export class TokenStore {
       );
     });
     this.revoked({ instanceId, familyId });
+  }
+
+  /**
+   * Revokes every access and refresh token issued from these sessions (end_session) and voids their
+   * codes not yet redeemed (expired now: redeeming one is invalid_grant).
+   */
+  async revokeSessions(instanceId: string, sessionIds: string[]): Promise<void> {
+    if (sessionIds.length === 0) return;
+    await this.db.transaction(async (tx) => {
+      for (const table of ["oidc_access_tokens", "oidc_refresh_tokens"]) {
+        await tx.query(
+          `UPDATE ${table} SET revoked_at = now()
+           WHERE instance_id = $1 AND session_id = ANY($2) AND revoked_at IS NULL`,
+          [instanceId, sessionIds],
+        );
+      }
+      await tx.query(
+        `UPDATE oidc_authorization_codes SET expires_at = now()
+         WHERE instance_id = $1 AND session_id = ANY($2) AND redeemed_at IS NULL AND expires_at > now()`,
+        [instanceId, sessionIds],
+      );
+    });
+    this.revoked({ instanceId, sessionIds });
   }
 
   async insertRefreshToken(token: RefreshTokenRecord, tx: Queryable = this.db): Promise<void> {

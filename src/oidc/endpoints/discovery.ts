@@ -94,6 +94,7 @@ export async function discoveryDocument(
     introspection_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     claims_supported: CLAIMS_SUPPORTED,
     code_challenge_methods_supported: ["S256"],
+    prompt_values_supported: ["none", "login", "consent", "select_account", "create"],
     ui_locales_supported: locales,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,

@@ -1,0 +1,61 @@
+import { compactVerify, decodeProtectedHeader } from "jose";
+import type { OidcContext, RequestInfo } from "./context.ts";
+import { SIGNING_ALG } from "./keys.ts";
+
+/** What an `id_token_hint` tells: the user, the session and the client of an ID token this instance issued. */
+export interface IdTokenHint {
+  /** `sub`: the user. */
+  userId: string;
+  /** `sid`: the session it was issued from, when it had one. */
+  sessionId?: string;
+  /** `azp` (else a single `aud`): the client it was issued to. */
+  clientId?: string;
+}
+
+/** Longest hint accepted (an ID token with many role claims is a few kilobytes). */
+export const MAX_ID_TOKEN_HINT = 16_384;
+
+/**
+ * Verifies an `id_token_hint` (authorization and end-session endpoints): an ID token this instance signed
+ * (RS256, a key of its JWKS), for this issuer; an expired one is accepted (OIDC Core §3.1.2.1, RP-Initiated
+ * Logout §2: the hint identifies, it does not authorize). JWT access tokens (`typ: at+jwt`) are refused.
+ * Undefined when it is not such a token.
+ */
+export async function verifyIdTokenHint(
+  ctx: OidcContext,
+  info: RequestInfo,
+  token: string,
+): Promise<IdTokenHint | undefined> {
+  if (token.length > MAX_ID_TOKEN_HINT) return undefined;
+  let kid: string | undefined;
+  try {
+    const header = decodeProtectedHeader(token);
+    if (header.alg !== SIGNING_ALG || typeof header.kid !== "string" || header.typ === "at+jwt")
+      return undefined;
+    kid = header.kid;
+  } catch {
+    return undefined;
+  }
+  const key = await ctx.keys.verificationKey(info.instance.id, kid);
+  if (!key) return undefined;
+  let claims: Record<string, unknown>;
+  try {
+    const { payload } = await compactVerify(token, key.publicKey, { algorithms: [SIGNING_ALG] });
+    claims = JSON.parse(new TextDecoder().decode(payload));
+  } catch {
+    return undefined;
+  }
+  if (claims.iss !== info.issuer || typeof claims.sub !== "string" || claims.sub === "") return undefined;
+  const audience = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+  const clientId =
+    typeof claims.azp === "string"
+      ? claims.azp
+      : audience.length === 1 && typeof audience[0] === "string"
+        ? audience[0]
+        : undefined;
+  return {
+    userId: claims.sub,
+    sessionId: typeof claims.sid === "string" ? claims.sid : undefined,
+    clientId,
+  };
+}
