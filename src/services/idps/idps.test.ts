@@ -763,7 +763,6 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
           throw new Error(`${method} ${path}: ${e.message}`);
         });
       }
-      // the login side offers nothing of a disabled API? It still reads the providers: the flag gates the API only.
     } finally {
       await rest("PATCH", "/settings/v3alpha/features", {
         json: { multitenancy_resources_api: { reset: true } },
@@ -819,26 +818,27 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
     assert.equal(found.result[0].idp?.statePolicy, 2);
     assert.equal(found.result[0].parent?.state, 1);
     // errors: read-only configuration in the child, validation, not found
-    const failures: [Promise<unknown>, Code, RegExp][] = [
+    const failures: [() => Promise<unknown>, Code, RegExp][] = [
       [
-        client.patchOIDCIDP(
-          { id, ctx: { context: { case: "orgId", value: s.orgA } }, idp: { idp: { name: "nope" } } },
-          { headers },
-        ),
+        () =>
+          client.patchOIDCIDP(
+            { id, ctx: { context: { case: "orgId", value: s.orgA } }, idp: { idp: { name: "nope" } } },
+            { headers },
+          ),
         Code.FailedPrecondition,
         /configuration is read-only in this context/,
       ],
-      [client.createOIDCIDP({}, { headers }), Code.InvalidArgument, /^idp: is required/],
-      [client.getOIDCIDP({ id: "4242" }, { headers }), Code.NotFound, /not found/],
+      [() => client.createOIDCIDP({}, { headers }), Code.InvalidArgument, /^idp: is required/],
+      [() => client.getOIDCIDP({ id: "4242" }, { headers }), Code.NotFound, /not found/],
       [
-        client.deleteIDP({ id, ctx: { context: { case: "orgId", value: s.orgA } } }, { headers }),
+        () => client.deleteIDP({ id, ctx: { context: { case: "orgId", value: s.orgA } } }, { headers }),
         Code.FailedPrecondition,
         /owns it/,
       ],
     ];
     for (const [call, code, message] of failures) {
       const before = await eventCount(platform);
-      await assert.rejects(call, (e: unknown) => {
+      await assert.rejects(call(), (e: unknown) => {
         assert.ok(e instanceof ConnectError);
         assert.equal(e.code, code);
         assert.match(e.rawMessage, message);
