@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
+  addOrg,
   assertRejected,
   eventCount,
   type Json,
@@ -317,6 +318,32 @@ describe("identity providers as reusable resources: state policies, visibility, 
     // an organization's provider is deleted from its organization
     const own = await provider("A's to delete", { orgId: s.orgA });
     assert.equal((await rest("DELETE", `${IDPS}/${own}${ctx(s.orgA)}`)).status, 200);
+  });
+
+  it("removing an organization removes its providers and its policies; the instance's providers stay", async () => {
+    const gamma = await addOrg(platform, "Gamma");
+    const shared = await provider("Shared with Gamma");
+    await setPolicy(shared, gamma, DEACTIVATE);
+    await setPolicy(shared, s.orgA, DEACTIVATE);
+    const own = await provider("Gamma's own", { orgId: gamma });
+    const removed = await rest("DELETE", `/resources/v3alpha/organizations/${gamma}`);
+    assert.equal(removed.status, 200, removed.text);
+    await rejects(() => rest("GET", `${IDPS}/codehost_b/${own}`), 404, 5);
+    const policies = await platform.db.query<{ context_id: string }>(
+      "SELECT context_id FROM reusable_state_policies WHERE resource_id = $1",
+      [shared],
+    );
+    assert.deepEqual(
+      policies.map((p) => p.context_id),
+      [s.orgA],
+      "only the removed organization's policy is gone",
+    );
+    assert.deepEqual(await seen(shared, s.orgA), {
+      state: INACTIVE,
+      policy: DEACTIVATE,
+      parent: parentOf(ACTIVE),
+    });
+    await assertInstanceView(shared, ACTIVE);
   });
 
   it("an ORG_OWNER sets its organization's policy of an instance provider but cannot change the provider", async () => {
