@@ -87,7 +87,14 @@ export const idpsProjection: Projection = {
         "DELETE FROM idps WHERE instance_id = $1 AND owner_type = $2 AND owner_id = $3 RETURNING id",
         [e.instanceId, ReusableOwner.org, e.aggregateId],
       );
-      for (const { id } of owned) await removeResourcePolicies(tx, e.instanceId, IDP, id);
+      for (const { id } of owned) {
+        await removeResourcePolicies(tx, e.instanceId, IDP, id);
+        // secrets do not outlive their provider
+        await tx.query("DELETE FROM idp_client_secrets WHERE instance_id = $1 AND idp_id = $2", [
+          e.instanceId,
+          id,
+        ]);
+      }
     },
     // Secrets do not outlive their instance.
     [InstanceEvent.removed]: async (tx, e) => {

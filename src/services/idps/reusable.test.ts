@@ -329,6 +329,8 @@ describe("identity providers as reusable resources: state policies, visibility, 
     const removed = await rest("DELETE", `/resources/v3alpha/organizations/${gamma}`);
     assert.equal(removed.status, 200, removed.text);
     await rejects(() => rest("GET", `${IDPS}/codehost_b/${own}`), 404, 5);
+    const secrets = await platform.db.query("SELECT 1 FROM idp_client_secrets WHERE idp_id = $1", [own]);
+    assert.equal(secrets.length, 0, "its providers' secrets go with them");
     const policies = await platform.db.query<{ context_id: string }>(
       "SELECT context_id FROM reusable_state_policies WHERE resource_id = $1",
       [shared],
