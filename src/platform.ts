@@ -71,6 +71,7 @@ export async function createPlatform(
       authenticator: new Authenticator(db, config, eventStore),
       authorizer: new Authorizer(db, eventStore),
       features: new FeatureGate(db, eventStore),
+      masterKey,
     };
     const app = buildServer({ config, db, instances });
     const executions = createExecutions({
