@@ -26,21 +26,27 @@ export interface LoginIdp {
   };
 }
 
+/** TEMPORARY: providers a test registers until idp-api's REST API is merged. */
+export const stubIdps: Array<{ instanceId: string; orgIds: string[]; idp: LoginIdp }> = [];
+
 export async function activeIdpsForOrg(
   _db: Queryable,
   _masterKey: Buffer,
-  _instanceId: string,
-  _orgId: string,
+  instanceId: string,
+  orgId: string,
 ): Promise<LoginIdp[]> {
-  return [];
+  return stubIdps
+    .filter((s) => s.instanceId === instanceId && s.orgIds.includes(orgId))
+    .map((s) => s.idp)
+    .sort((a, b) => a.name.localeCompare(b.name));
 }
 
 export async function activeIdpForOrg(
   _db: Queryable,
   _masterKey: Buffer,
-  _instanceId: string,
-  _orgId: string,
-  _idpId: string,
+  instanceId: string,
+  orgId: string,
+  idpId: string,
 ): Promise<LoginIdp | null> {
-  return null;
+  return (await activeIdpsForOrg(_db, _masterKey, instanceId, orgId)).find((i) => i.id === idpId) ?? null;
 }

@@ -353,7 +353,21 @@ export async function registerIdpRoutes(
     await idps.intents.finish(intent);
     await login.authRequests.attachSession(authRequest, sessionId);
     await login.authRequests.setUiState(authRequest, {});
-    return reply.redirect(stepUrl("complete", authRequest.id), request.method === "POST" ? 303 : 302);
+    const next = stepUrl("complete", authRequest.id);
+    if (request.method === "POST") return reply.redirect(next, 303);
+    // Back from the provider: the browser came here by redirects from the provider's own form post, and
+    // browsers apply that page's CSP form-action to every further redirect (to the application). A page
+    // that moves on by itself (and a link for browsers that do not) starts a new navigation.
+    const context = await tools.pageFor(request, agent, authRequest);
+    const { t } = context.translator;
+    return sendPage(reply, context, "message", {
+      title: t("idp.continueTitle"),
+      message: t("idp.continueText"),
+      alert: false,
+      refreshUrl: next,
+      linkUrl: next,
+      linkText: t("formPost.submit"),
+    });
   }
 
   /** The new user's values from the identity (username, names, e-mail verified when the provider says so). */

@@ -1,0 +1,290 @@
+/**
+ * Sign-in with external identity providers in Debian's Chromium (playwright-core). The external provider is
+ * a real OpenID Connect provider: a second Platform instance on the same server (domain 127.0.0.1, its own
+ * issuer, users and login UI) with an OIDC app registered there through the apps API. The Platform under
+ * test (localhost) signs people in for its own application "shop", offering "Continue with <provider>".
+ * The server listens on a port chosen beforehand so that PLATFORM_IDP_CODEHOST_B_ISSUER can name the
+ * second instance's issuer (the codehost_b test).
+ *
+ * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { hashPassword } from "../src/crypto/password.ts";
+import { randomToken, sha256 } from "../src/crypto/tokens.ts";
+import { createInstance } from "../src/domain/instance/commands.ts";
+import { addHumanEvent } from "../src/domain/user/commands.ts";
+import { newId } from "../src/id.ts";
+import { type LoginIdp, stubIdps } from "../src/query/idps.ts";
+import { authorizePath, createOidcApp, createProject } from "./authorize.ts";
+import { addOrg, type Json, restClient, startPlatform, type TestPlatform } from "./helpers.ts";
+import { addHuman } from "./login.ts";
+import {
+  axeViolations,
+  type ClientApp,
+  launchChromium,
+  PASSWORD,
+  startClientApp,
+  watchProblems,
+} from "./login-browser.ts";
+import { client, discover, ownerToken } from "./oidc.ts";
+import { freePort } from "./process.ts";
+
+let platform: TestPlatform;
+let browser: Browser;
+let app: ClientApp;
+let owner: string;
+let instanceId: string;
+let orgId: string;
+let shop: { clientId: string; config: client.Configuration };
+
+/** The external provider: the second instance. */
+const upstream = {
+  url: "",
+  pat: "",
+  instanceId: "",
+  orgId: "",
+  clientId: "",
+  clientSecret: "",
+};
+
+const USERS = "/resources/v3alpha/users";
+
+before(async () => {
+  const port = await freePort();
+  upstream.url = `http://127.0.0.1:${port}`;
+  [platform, browser, app] = await Promise.all([
+    startPlatform({
+      listen: true,
+      env: { PLATFORM_PORT: String(port), PLATFORM_IDP_CODEHOST_B_ISSUER: upstream.url },
+    }),
+    launchChromium(),
+    startClientApp(),
+  ]);
+  instanceId = platform.bootstrapResult!.instanceId;
+  orgId = platform.bootstrapResult!.orgId;
+  owner = await ownerToken(platform);
+
+  // the external provider: a second instance with its own issuer and an app for the Platform under test
+  upstream.pat = randomToken();
+  const second = await createInstance(platform.eventStore, "test", {
+    name: "Upstream",
+    domains: ["127.0.0.1"],
+    orgName: "Upstream",
+    admin: { username: "upstream-admin", passwordHash: "x", passwordChangeRequired: false },
+    machine: { username: "upstream-owner", patHash: sha256(upstream.pat) },
+  });
+  upstream.instanceId = second.instanceId;
+  upstream.orgId = second.orgId;
+  const upstreamApi = { ...platform, url: upstream.url } as TestPlatform;
+  const projectId = await createProject(upstreamApi, upstream.pat, "Federation");
+  const registered = await createOidcApp(upstreamApi, upstream.pat, projectId, "platform-under-test", {
+    redirect_uris: [`${platform.url}/ui/login/idp/callback`],
+    response_types: ["OIDC_RESPONSE_TYPE_CODE"],
+    grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
+    app_type: "OIDC_APP_TYPE_WEB",
+    auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
+    dev_mode: true,
+  });
+  upstream.clientId = registered.clientId;
+  upstream.clientSecret = registered.clientSecret!;
+
+  // the application people sign in to
+  const shopProject = await createProject(platform, owner, "Shop");
+  const created = await createOidcApp(platform, owner, shopProject, "shop", {
+    redirect_uris: [app.callback],
+    response_types: ["OIDC_RESPONSE_TYPE_CODE"],
+    grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
+    app_type: "OIDC_APP_TYPE_WEB",
+    auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
+  });
+  shop = {
+    clientId: created.clientId,
+    config: await discover(platform.url, created.clientId, client.ClientSecretBasic(created.clientSecret!)),
+  };
+});
+
+after(async () => {
+  await browser?.close();
+  await app?.close();
+  await platform?.stop();
+});
+
+/** A person at the external provider (a human of the second instance). */
+async function addUpstreamHuman(
+  username: string,
+  profile: { givenName: string; familyName: string; email?: string },
+): Promise<string> {
+  const userId = newId();
+  await platform.eventStore.push({ instanceId: upstream.instanceId, creator: "test" }, async () => [
+    addHumanEvent(userId, upstream.orgId, {
+      username,
+      profile: {
+        given_name: profile.givenName,
+        family_name: profile.familyName,
+        display_name: `${profile.givenName} ${profile.familyName}`,
+      },
+      email: { address: profile.email ?? `${username}@upstream.test`, is_verified: true },
+      password_hash: await hashPassword(PASSWORD),
+    }),
+  ]);
+  return userId;
+}
+
+type Options = Partial<LoginIdp["options"]>;
+
+/** An identity provider of the Platform under test for the second instance's app; answers its ID. */
+async function addProvider(
+  name: string,
+  options: Options,
+  extra: { type?: LoginIdp["type"]; orgIds?: string[] } = {},
+): Promise<string> {
+  const id = newId();
+  const type = extra.type ?? "oidc";
+  stubIdps.push({
+    instanceId,
+    orgIds: extra.orgIds ?? [orgId],
+    idp: {
+      id,
+      name,
+      type,
+      options: {
+        isManualLinkingAllowed: false,
+        isManualCreationAllowed: false,
+        isAutoCreation: false,
+        isAutoUpdate: false,
+        autoLinking: "unspecified",
+        ...options,
+      },
+      config: {
+        issuer: type === "codehost_b" ? undefined : upstream.url,
+        clientId: upstream.clientId,
+        clientSecret: upstream.clientSecret,
+        scopes: ["openid", "profile", "email"],
+      },
+    },
+  });
+  return id;
+}
+
+/** An authorization request of the shop with PKCE, state and nonce (`scope` added to the default scopes). */
+async function authorization(scope = "") {
+  const verifier = client.randomPKCECodeVerifier();
+  const state = client.randomState();
+  const nonce = client.randomNonce();
+  const path = authorizePath({
+    client_id: shop.clientId,
+    redirect_uri: app.callback,
+    response_type: "code",
+    scope: `openid profile email${scope ? ` ${scope}` : ""}`,
+    state,
+    nonce,
+    code_challenge: await client.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: "S256",
+  });
+  return {
+    url: `${platform.url}${path}`,
+    /** Back at the shop: redeems the code and answers the ID token's claims and the userinfo. */
+    redeem: async (page: Page) => {
+      await page.waitForURL(`${app.callback}?**`, { timeout: 15_000 }).catch(async (error) => {
+        throw new Error(
+          `not back at the shop: ${page.url()}\n${await page
+            .locator("main")
+            .innerText()
+            .catch(() => "")}`,
+          {
+            cause: error,
+          },
+        );
+      });
+      const tokens = await client.authorizationCodeGrant(shop.config, new URL(page.url()), {
+        pkceCodeVerifier: verifier,
+        expectedState: state,
+        expectedNonce: nonce,
+        idTokenExpected: true,
+      });
+      const sub = tokens.claims()!.sub;
+      return {
+        claims: tokens.claims()!,
+        userinfo: await client.fetchUserInfo(shop.config, tokens.access_token, sub),
+      };
+    },
+  };
+}
+
+async function newPage() {
+  const context: BrowserContext = await browser.newContext();
+  const page = await context.newPage();
+  return { context, page, problems: watchProblems(page) };
+}
+
+const heading = async (page: Page) => (await page.locator("h1").textContent())?.trim();
+
+/** Signs in at the external provider's login UI (the second instance). */
+async function signInUpstream(page: Page, loginName: string) {
+  await page.waitForURL(`${upstream.url}/ui/login/**`);
+  await page.getByLabel("Login name").fill(loginName);
+  await page.getByRole("button", { name: "Next" }).click();
+  await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+/** Axe-core's findings on the page, light and dark. */
+async function accessibility(page: Page, name: string): Promise<string[]> {
+  const failures: string[] = [];
+  for (const colorScheme of ["dark", "light"] as const) {
+    await page.emulateMedia({ colorScheme });
+    for (const v of await axeViolations(page))
+      failures.push(`${name} (${colorScheme}): ${v.id} [${v.impact}] ${v.help} — ${v.targets.join(", ")}`);
+  }
+  return failures;
+}
+
+const rest = () => restClient(platform, () => owner);
+
+async function linksOf(userId: string): Promise<Json[]> {
+  const listed = await rest()("GET", `${USERS}/${userId}/links`);
+  assert.equal(listed.status, 200, listed.text);
+  return listed.json.links ?? [];
+}
+
+describe("signing in with an external OpenID Connect provider (a second Platform instance)", () => {
+  it("auto creation: a new person continues with the provider and gets a linked user with a verified e-mail", async () => {
+    const providerId = await addProvider("Upstream Auto", { isAutoCreation: true });
+    const upstreamUser = await addUpstreamHuman("uma", { givenName: "Uma", familyName: "Thurman" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    assert.equal(await heading(page), "Sign in");
+    const button = page.getByRole("link", { name: "Continue with Upstream Auto" });
+    assert.ok(await button.isVisible());
+    const failures = await accessibility(page, "login name with providers");
+    await button.click();
+    await signInUpstream(page, "uma");
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "uma");
+    assert.equal(userinfo.given_name, "Uma");
+    assert.equal(userinfo.family_name, "Thurman");
+    assert.equal(userinfo.email, "uma@upstream.test");
+    assert.equal(userinfo.email_verified, true);
+    assert.deepEqual(claims.amr, ["fed"]);
+    const links = await linksOf(claims.sub);
+    assert.deepEqual(
+      links.map((l) => [l.idp_id, l.external_user_id, l.external_username]),
+      [[providerId, upstreamUser, "uma"]],
+    );
+
+    // the next sign-in with the provider finds the link (no second user)
+    const { context: second, page: again } = await newPage();
+    const next = await authorization();
+    await again.goto(next.url);
+    await again.getByRole("link", { name: "Continue with Upstream Auto" }).click();
+    await signInUpstream(again, "uma");
+    assert.equal((await next.redeem(again)).claims.sub, claims.sub);
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+    await second.close();
+  });
+});
