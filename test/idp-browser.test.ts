@@ -287,4 +287,188 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     await context.close();
     await second.close();
   });
+
+  it("auto linking by e-mail: the matching user proves the local password, then the provider signs them in", async () => {
+    const providerId = await addProvider("Upstream Linking", { autoLinking: "email" });
+    const lenaId = await addHuman(platform, "lena", PASSWORD, { givenName: "Lena", familyName: "Local" });
+    // the same verified address at the provider, another username there
+    const upstreamUser = await addUpstreamHuman("lena.remote", {
+      givenName: "Lena",
+      familyName: "Remote",
+      email: "lena@example.com",
+    });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream Linking" }).click();
+    await signInUpstream(page, "lena.remote");
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.equal(await heading(page), "Link your account");
+    assert.match(await page.locator(".account-chip").innerText(), /lena/);
+    const failures = await accessibility(page, "link proposal");
+    // a wrong password links nothing
+    await page.getByLabel("Password", { exact: true }).fill("wrong-password");
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    assert.match(await page.getByRole("alert").innerText(), /login name or password is wrong/);
+    assert.deepEqual(await linksOf(lenaId), []);
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    const { claims } = await request.redeem(page);
+    assert.equal(claims.sub, lenaId);
+    assert.deepEqual(
+      (await linksOf(lenaId)).map((l) => [l.idp_id, l.external_user_id, l.external_username]),
+      [[providerId, upstreamUser, "lena.remote"]],
+    );
+
+    // next time the link signs in without a password
+    const { context: second, page: again } = await newPage();
+    const next = await authorization();
+    await again.goto(next.url);
+    await again.getByRole("link", { name: "Continue with Upstream Linking" }).click();
+    await signInUpstream(again, "lena.remote");
+    assert.equal((await next.redeem(again)).claims.sub, lenaId);
+
+    // removed through the users API: the provider no longer signs her in (no creation, no linking allowed)
+    const removed = await rest()("DELETE", `${USERS}/${lenaId}/links/${providerId}`);
+    assert.equal(removed.status, 200, removed.text);
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+    await second.close();
+  });
+
+  it("no prompt when several users have the e-mail address", async () => {
+    await addProvider("Upstream Ambiguous", { autoLinking: "email" });
+    const one = await addHuman(platform, "twin1", PASSWORD);
+    const two = await addHuman(platform, "twin2", PASSWORD);
+    for (const id of [one, two]) {
+      const patched = await rest()("PATCH", `${USERS}/${id}`, {
+        json: { human: { email: { address: "twins@example.com", is_verified: true } } },
+      });
+      assert.equal(patched.status, 200, patched.text);
+    }
+    await addUpstreamHuman("twin.remote", { givenName: "T", familyName: "Win", email: "twins@example.com" });
+    const { context, page } = await newPage();
+    await page.goto((await authorization()).url);
+    await page.getByRole("link", { name: "Continue with Upstream Ambiguous" }).click();
+    await signInUpstream(page, "twin.remote");
+    await page.waitForURL(`${platform.url}/ui/login/idp/callback?**`);
+    assert.match(
+      await page.getByRole("alert").innerText(),
+      /No account here is linked to your Upstream Ambiguous account/,
+    );
+    await context.close();
+  });
+
+  it("manual creation: the registration form is prefilled from the provider; read-only while auto creation is on", async () => {
+    await addProvider("Upstream Manual", { isManualCreationAllowed: true });
+    const upstreamUser = await addUpstreamHuman("mona", { givenName: "Mona", familyName: "Lisa" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream Manual" }).click();
+    await signInUpstream(page, "mona");
+    await page.waitForURL(`${platform.url}/ui/login/idp/register?**`);
+    assert.equal(await heading(page), "Create your account");
+    assert.equal(await page.getByLabel("Username").inputValue(), "mona");
+    assert.equal(await page.getByLabel("First name").inputValue(), "Mona");
+    assert.equal(await page.getByLabel("Last name").inputValue(), "Lisa");
+    assert.equal(await page.getByLabel("E-mail address").inputValue(), "mona@upstream.test");
+    assert.equal(
+      await page.getByLabel("Username").getAttribute("readonly"),
+      null,
+      "editable without auto creation",
+    );
+    assert.equal(
+      await page.getByLabel("Password", { exact: true }).count(),
+      0,
+      "no password: the provider signs in",
+    );
+    const failures = await accessibility(page, "prefilled registration");
+    await page.getByLabel("Username").fill("mona.l");
+    await page.getByRole("button", { name: "Create account" }).click();
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "mona.l");
+    assert.equal(userinfo.given_name, "Mona");
+    assert.equal(userinfo.email_verified, true);
+    assert.deepEqual(
+      (await linksOf(claims.sub)).map((l) => l.external_user_id),
+      [upstreamUser],
+    );
+
+    // auto creation on, but the provider's username is taken here: the form, with only the username editable
+    await addProvider("Upstream Strict", { isAutoCreation: true, isManualCreationAllowed: true });
+    await addHuman(platform, "nora", PASSWORD);
+    await addUpstreamHuman("nora", { givenName: "Nora", familyName: "Remote" });
+    const { context: second, page: strict } = await newPage();
+    const other = await authorization();
+    await strict.goto(other.url);
+    await strict.getByRole("link", { name: "Continue with Upstream Strict" }).click();
+    await signInUpstream(strict, "nora");
+    await strict.waitForURL(`${platform.url}/ui/login/idp/register?**`);
+    assert.match(await strict.locator("#username-error").innerText(), /username is taken/);
+    assert.equal(await strict.getByLabel("Username").getAttribute("readonly"), null);
+    for (const label of ["First name", "Last name", "E-mail address"])
+      assert.equal(await strict.getByLabel(label).getAttribute("readonly"), "", `${label} is read-only`);
+    failures.push(...(await accessibility(strict, "registration with read-only fields")));
+    await strict.getByLabel("Username").fill("nora.remote");
+    await strict.getByRole("button", { name: "Create account" }).click();
+    const created = await other.redeem(strict);
+    assert.equal(created.userinfo.preferred_username, "nora.remote");
+    assert.equal(created.userinfo.family_name, "Remote");
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+    await second.close();
+  });
+
+  it("auto update: names and e-mail follow the provider at each sign-in", async () => {
+    await addProvider("Upstream Update", { isAutoCreation: true, isAutoUpdate: true });
+    const upstreamUser = await addUpstreamHuman("ulla", { givenName: "Ulla", familyName: "Before" });
+    const signIn = async () => {
+      const { context, page } = await newPage();
+      const request = await authorization();
+      await page.goto(request.url);
+      await page.getByRole("link", { name: "Continue with Upstream Update" }).click();
+      await signInUpstream(page, "ulla");
+      const result = await request.redeem(page);
+      await context.close();
+      return result;
+    };
+    const first = await signIn();
+    assert.equal(first.userinfo.family_name, "Before");
+    const upstreamRest = restClient({ url: upstream.url }, () => upstream.pat);
+    const patched = await upstreamRest("PATCH", `${USERS}/${upstreamUser}`, {
+      json: {
+        human: {
+          profile: { family_name: "After", display_name: "Ulla After" },
+          email: { address: "ulla.after@upstream.test", is_verified: true },
+        },
+      },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    const second = await signIn();
+    assert.equal(second.claims.sub, first.claims.sub);
+    assert.equal(second.userinfo.family_name, "After");
+    assert.equal(second.userinfo.name, "Ulla After");
+    assert.equal(second.userinfo.email, "ulla.after@upstream.test");
+    assert.equal(second.userinfo.email_verified, true);
+    const user = await rest()("GET", `${USERS}/${first.claims.sub}`);
+    assert.equal(user.json.user.human.profile.family_name, "After");
+  });
+
+  it("codehost_b through PLATFORM_IDP_CODEHOST_B_ISSUER; the idp scope goes straight to the provider", async () => {
+    const providerId = await addProvider("Codehost B", { isAutoCreation: true }, { type: "codehost_b" });
+    await addUpstreamHuman("cody", { givenName: "Cody", familyName: "Hostman" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization(`urn:platform:iam:org:idp:id:${providerId}`);
+    await page.goto(request.url);
+    // no login-name page here: straight to the provider (the second instance, named only by the setting)
+    await signInUpstream(page, "cody");
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "cody");
+    assert.equal((await linksOf(claims.sub))[0].idp_id, providerId);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
 });
