@@ -191,7 +191,7 @@ async function authorization(scope = "") {
         throw new Error(
           `not back at the shop: ${page.url()}\n${await page
             .locator("main")
-            .innerText()
+            .textContent()
             .catch(() => "")}`,
           {
             cause: error,
@@ -219,7 +219,7 @@ async function newPage() {
   return { context, page, problems: watchProblems(page) };
 }
 
-const heading = async (page: Page) => (await page.locator("h1").textContent())?.trim();
+const heading = async (page: Page) => ((await page.locator("h1").textContent()) ?? "")?.trim();
 
 /** Signs in at the external provider's login UI (the second instance). */
 async function signInUpstream(page: Page, loginName: string) {
@@ -304,12 +304,12 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     await signInUpstream(page, "lena.remote");
     await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
     assert.equal(await heading(page), "Link your account");
-    assert.match(await page.locator(".account-chip").innerText(), /lena/);
+    assert.match((await page.locator(".account-chip").textContent()) ?? "", /lena/);
     const failures = await accessibility(page, "link proposal");
     // a wrong password links nothing
     await page.getByLabel("Password", { exact: true }).fill("wrong-password");
     await page.getByRole("button", { name: "Link and sign in" }).click();
-    assert.match(await page.getByRole("alert").innerText(), /login name or password is wrong/);
+    assert.match((await page.getByRole("alert").textContent()) ?? "", /login name or password is wrong/);
     assert.deepEqual(await linksOf(lenaId), []);
     await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
     await page.getByRole("button", { name: "Link and sign in" }).click();
@@ -354,7 +354,7 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     await signInUpstream(page, "twin.remote");
     await page.waitForURL(`${platform.url}/ui/login/idp/callback?**`);
     assert.match(
-      await page.getByRole("alert").innerText(),
+      (await page.getByRole("alert").textContent()) ?? "",
       /No account here is linked to your Upstream Ambiguous account/,
     );
     await context.close();
@@ -406,7 +406,7 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     await strict.getByRole("link", { name: "Continue with Upstream Strict" }).click();
     await signInUpstream(strict, "nora");
     await strict.waitForURL(`${platform.url}/ui/login/idp/register?**`);
-    assert.match(await strict.locator("#username-error").innerText(), /username is taken/);
+    assert.match((await strict.locator("#username-error").textContent()) ?? "", /username is taken/);
     assert.equal(await strict.getByLabel("Username").getAttribute("readonly"), null);
     for (const label of ["First name", "Last name", "E-mail address"])
       assert.equal(await strict.getByLabel(label).getAttribute("readonly"), "", `${label} is read-only`);
