@@ -471,4 +471,63 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     assert.deepEqual(problems, []);
     await context.close();
   });
+
+  it("manual linking: the person signs in with a local account of the organization to link it", async () => {
+    const providerId = await addProvider("Upstream Manual Link", { isManualLinkingAllowed: true });
+    const maxId = await addHuman(platform, "max", PASSWORD, { givenName: "Max", familyName: "Local" });
+    await addUpstreamHuman("maximilian", { givenName: "Max", familyName: "Remote" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream Manual Link" }).click();
+    await signInUpstream(page, "maximilian");
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.equal(await page.locator(".account-chip").count(), 0, "no proposal without auto linking");
+    const failures = await accessibility(page, "manual linking");
+    await page.getByLabel("Login name").fill("max");
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    const { claims } = await request.redeem(page);
+    assert.equal(claims.sub, maxId);
+    assert.equal((await linksOf(maxId))[0].idp_id, providerId);
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("refusals: an unknown provider, an unknown state, a cancelled sign-in, a state from another browser", async () => {
+    const unknown = await fetch(`${platform.url}/ui/login/idp/start?idp=nope`);
+    assert.equal(unknown.status, 404);
+    assert.match(await unknown.text(), /This sign-in option is not available here/);
+    const bogus = await fetch(`${platform.url}/ui/login/idp/callback?state=bogus&code=x`);
+    assert.equal(bogus.status, 400);
+    assert.match(await bogus.text(), /has expired or was already used/);
+
+    await addProvider("Upstream Cancel", { isAutoCreation: true });
+    const { context, page } = await newPage();
+    let state = "";
+    page.on("request", (r) => {
+      if (r.url().startsWith(`${upstream.url}/oauth/v2/authorize`))
+        state = new URL(r.url()).searchParams.get("state")!;
+    });
+    await page.goto((await authorization()).url);
+    await page.getByRole("link", { name: "Continue with Upstream Cancel" }).click();
+    await page.waitForURL(`${upstream.url}/ui/login/**`);
+    assert.ok(state);
+    // another browser (no cookie of this one) cannot use the state
+    const elsewhere = await fetch(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);
+    assert.equal(elsewhere.status, 400);
+    // the provider answers an error: nothing is created, the state is spent
+    const cancelled = await page.goto(
+      `${platform.url}/ui/login/idp/callback?state=${state}&error=access_denied`,
+    );
+    assert.equal(cancelled?.status(), 400);
+    assert.match(
+      (await page.getByRole("alert").textContent()) ?? "",
+      /The sign-in with Upstream Cancel was cancelled or refused/,
+    );
+    const again = await page.goto(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);
+    assert.equal(again?.status(), 400);
+    await context.close();
+  });
 });
