@@ -158,7 +158,15 @@ async function addProvider(
         ...options,
       },
       config: {
-        issuer: type === "codehost_b" ? undefined : upstream.url,
+        issuer: type === "oidc" ? upstream.url : undefined,
+        ...(type === "oauth"
+          ? {
+              authorizationEndpoint: `${upstream.url}/oauth/v2/authorize`,
+              tokenEndpoint: `${upstream.url}/oauth/v2/token`,
+              userEndpoint: `${upstream.url}/oidc/v1/userinfo`,
+              idAttribute: "sub",
+            }
+          : {}),
         clientId: upstream.clientId,
         clientSecret: upstream.clientSecret,
         scopes: ["openid", "profile", "email"],
@@ -528,6 +536,25 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     );
     const again = await page.goto(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);
     assert.equal(again?.status(), 400);
+    await context.close();
+  });
+
+  it("a plain OAuth 2.0 provider: the identity comes from its user endpoint (id_attribute)", async () => {
+    const providerId = await addProvider("Upstream OAuth", { isAutoCreation: true }, { type: "oauth" });
+    const upstreamUser = await addUpstreamHuman("otto", { givenName: "Otto", familyName: "Auth" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream OAuth" }).click();
+    await signInUpstream(page, "otto");
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "otto");
+    assert.equal(userinfo.family_name, "Auth");
+    assert.deepEqual(
+      (await linksOf(claims.sub)).map((l) => [l.idp_id, l.external_user_id]),
+      [[providerId, upstreamUser]],
+    );
+    assert.deepEqual(problems, []);
     await context.close();
   });
 });
