@@ -71,6 +71,7 @@ export async function createPlatform(
       authenticator: new Authenticator(db, config, eventStore),
       authorizer: new Authorizer(db, eventStore),
       features: new FeatureGate(db, eventStore),
+      masterKey,
     };
     const app = buildServer({ config, db, instances });
     const executions = createExecutions({
@@ -109,11 +110,7 @@ export async function createPlatform(
       app,
       services.map((s) => s.service),
     );
-    const login = registerLogin(
-      app,
-      { ...deps, masterKey },
-      { completer: options.authRequestCompleter ?? oidc.completer },
-    );
+    const login = registerLogin(app, deps, { completer: options.authRequestCompleter ?? oidc.completer });
     oidc.registerBrowserEndpoints(app, login);
     // stopped with the server (also when only the app is closed), before the database closes
     app.addHook("onClose", () => executions.close());

@@ -24,9 +24,10 @@ async function deadPid(): Promise<number> {
 
 /**
  * VmRSS of a process in MB once it idles: read every second until below `limitMb`, for at most `forMs`
- * (V8 gives back start-up garbage on its own after some 30-60 s of idling).
+ * (V8 gives back start-up garbage on its own after some 20-40 s of idling on a quiet machine, later on a
+ * busy one).
  */
-async function idleRssMb(pid: number, limitMb: number, forMs = 60_000): Promise<number> {
+async function idleRssMb(pid: number, limitMb: number, forMs = 90_000): Promise<number> {
   const deadline = Date.now() + forMs;
   await sleep(1_000);
   while (true) {

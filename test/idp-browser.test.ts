@@ -16,7 +16,6 @@ import { randomToken, sha256 } from "../src/crypto/tokens.ts";
 import { createInstance } from "../src/domain/instance/commands.ts";
 import { addHumanEvent } from "../src/domain/user/commands.ts";
 import { newId } from "../src/id.ts";
-import { type LoginIdp, stubIdps } from "../src/query/idps.ts";
 import { authorizePath, createOidcApp, createProject } from "./authorize.ts";
 import { addOrg, type Json, restClient, startPlatform, type TestPlatform } from "./helpers.ts";
 import { addHuman } from "./login.ts";
@@ -132,48 +131,57 @@ async function addUpstreamHuman(
   return userId;
 }
 
-type Options = Partial<LoginIdp["options"]>;
+type Options = Partial<{
+  isManualLinkingAllowed: boolean;
+  isManualCreationAllowed: boolean;
+  isAutoCreation: boolean;
+  isAutoUpdate: boolean;
+  autoLinking: "unspecified" | "username" | "email";
+}>;
 
-/** An identity provider of the Platform under test for the second instance's app; answers its ID. */
+/**
+ * An identity provider of the Platform under test for the second instance's app, made through the identity
+ * providers API (in the default organization unless `ctx` says otherwise); answers its ID.
+ */
 async function addProvider(
   name: string,
   options: Options,
-  extra: { type?: LoginIdp["type"]; orgIds?: string[] } = {},
+  extra: { type?: "oidc" | "codehost_b" | "oauth"; ctx?: string } = {},
 ): Promise<string> {
-  const id = newId();
   const type = extra.type ?? "oidc";
-  stubIdps.push({
-    instanceId,
-    orgIds: extra.orgIds ?? [orgId],
-    idp: {
-      id,
-      name,
-      type,
-      options: {
-        isManualLinkingAllowed: false,
-        isManualCreationAllowed: false,
-        isAutoCreation: false,
-        isAutoUpdate: false,
-        autoLinking: "unspecified",
-        ...options,
-      },
-      config: {
-        issuer: type === "oidc" ? upstream.url : undefined,
-        ...(type === "oauth"
-          ? {
-              authorizationEndpoint: `${upstream.url}/oauth/v2/authorize`,
-              tokenEndpoint: `${upstream.url}/oauth/v2/token`,
-              userEndpoint: `${upstream.url}/oidc/v1/userinfo`,
-              idAttribute: "sub",
-            }
-          : {}),
-        clientId: upstream.clientId,
-        clientSecret: upstream.clientSecret,
-        scopes: ["openid", "profile", "email"],
+  const config: Record<string, unknown> = {
+    client_id: upstream.clientId,
+    client_secret: upstream.clientSecret,
+    scopes: ["openid", "profile", "email"],
+  };
+  if (type === "oidc") config.issuer = upstream.url;
+  if (type === "oauth") {
+    config.authorization_endpoint = `${upstream.url}/oauth/v2/authorize`;
+    config.token_endpoint = `${upstream.url}/oauth/v2/token`;
+    config.user_endpoint = `${upstream.url}/oidc/v1/userinfo`;
+    config.id_attribute = "sub";
+  }
+  const created = await rest()(
+    "POST",
+    `/resources/v3alpha/idps/${type}${extra.ctx ?? `?ctx.org_id=${orgId}`}`,
+    {
+      json: {
+        idp: {
+          name,
+          options: {
+            is_manual_linking_allowed: options.isManualLinkingAllowed ?? false,
+            is_manual_creation_allowed: options.isManualCreationAllowed ?? false,
+            is_auto_creation: options.isAutoCreation ?? false,
+            is_auto_update: options.isAutoUpdate ?? false,
+            auto_linking: `AUTO_LINKING_OPTION_${(options.autoLinking ?? "unspecified").toUpperCase()}`,
+          },
+        },
+        config,
       },
     },
-  });
-  return id;
+  );
+  assert.equal(created.status, 201, created.text);
+  return created.json.details.id;
 }
 
 /** An authorization request of the shop with PKCE, state and nonce (`scope` added to the default scopes). */

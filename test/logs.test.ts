@@ -37,6 +37,23 @@ function childrenOf(pid: number): number[] {
     .map(Number);
 }
 
+/**
+ * The Platform process below script(1): script runs the command through `$SHELL -c`, and whether that shell
+ * execs node or forks it depends on the shell, so search the descendants for the one running bin/platform.js.
+ */
+function platformBelow(pid: number): number | undefined {
+  for (const child of childrenOf(pid)) {
+    try {
+      if (readFileSync(`/proc/${child}/cmdline`, "utf8").split("\0").includes(bin)) return child;
+    } catch {
+      continue; // exited meanwhile
+    }
+    const below = platformBelow(child);
+    if (below !== undefined) return below;
+  }
+  return undefined;
+}
+
 interface Started {
   url: string;
   /** stdout so far, `\r\n` as `\n`. */
@@ -83,7 +100,7 @@ function start(env: Record<string, string>, tty: boolean): Promise<Started> {
   // Under script(1), SIGTERM goes to Platform itself (script would wait 2 s before killing it).
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
-    const platformPid = tty ? childrenOf(child.pid!)[0] : child.pid;
+    const platformPid = tty ? platformBelow(child.pid!) : child.pid;
     process.kill(platformPid ?? child.pid!, "SIGTERM");
     await exited;
   };

@@ -93,7 +93,7 @@ export const rolePermissions: Record<string, readonly Permission[]> = {
   IAM_OWNER: granted(permissions),
   IAM_OWNER_VIEWER: reads,
   IAM_ORG_MANAGER: [
-    ...matching("org.", "domain.", "membership.", "project.", "user.grant.", "idp."),
+    ...matching("org.", "domain.", "membership.", "project.", "user.grant."),
     "user.read",
     "settings.read",
   ],

@@ -16,6 +16,8 @@ export interface ServiceDeps {
   authenticator: Authenticator;
   authorizer: Authorizer;
   features: FeatureGate;
+  /** PLATFORM_MASTERKEY: seals secrets kept at rest (e.g. identity providers' client secrets). */
+  masterKey: Buffer;
   /** Proves control of org domains (default: HTTP file or DNS TXT over the network). */
   domainVerifier?: DomainVerifier;
 }

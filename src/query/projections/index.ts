@@ -1,6 +1,7 @@
 import type { Projection } from "../../eventstore/types.ts";
 import { actionsProjection } from "./actions.ts";
 import { appsProjection } from "./apps.ts";
+import { idpsProjection } from "./idps.ts";
 import { instancesProjection } from "./instances.ts";
 import { membershipsProjection } from "./memberships.ts";
 import { orgsProjection } from "./orgs.ts";
@@ -22,4 +23,5 @@ export const projections: Projection[] = [
   actionsProjection,
   appsProjection,
   userGrantsProjection,
+  idpsProjection,
 ];
