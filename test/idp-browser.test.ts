@@ -34,7 +34,6 @@ let platform: TestPlatform;
 let browser: Browser;
 let app: ClientApp;
 let owner: string;
-let instanceId: string;
 let orgId: string;
 let shop: { clientId: string; config: client.Configuration };
 
@@ -61,7 +60,6 @@ before(async () => {
     launchChromium(),
     startClientApp(),
   ]);
-  instanceId = platform.bootstrapResult!.instanceId;
   orgId = platform.bootstrapResult!.orgId;
   owner = await ownerToken(platform);
 
@@ -564,5 +562,66 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     );
     assert.deepEqual(problems, []);
     await context.close();
+  });
+
+  it("a provider deactivated in an organization is missing from its login page and present in another's", async () => {
+    // an instance provider: visible in every organization, active while they inherit
+    const shared = await addProvider("Upstream Shared", { isAutoCreation: true }, { ctx: "" });
+    await addProvider("Upstream Default Only", { isAutoCreation: true });
+    const orgB = await addOrg(platform, "Org B");
+    const orgC = await addOrg(platform, "Org C");
+    const deactivated = await rest()("PATCH", `/resources/v3alpha/idps/oidc/${shared}?ctx.org_id=${orgB}`, {
+      json: { idp: { state_policy: "STATE_POLICY_DEACTIVATE" } },
+    });
+    assert.equal(deactivated.status, 200, deactivated.text);
+    const buttonsOf = async (scope: string) => {
+      const { context, page } = await newPage();
+      await page.goto((await authorization(scope)).url);
+      assert.equal(await heading(page), "Sign in");
+      const names = await page.locator(".idp-list a").allTextContents();
+      await context.close();
+      return names.map((n) => n.trim());
+    };
+    const inB = await buttonsOf(`urn:platform:iam:org:id:${orgB}`);
+    const inC = await buttonsOf(`urn:platform:iam:org:id:${orgC}`);
+    const inDefault = await buttonsOf(""); // the shop's project's organization
+    assert.ok(!inB.includes("Continue with Upstream Shared"), `org B: ${inB.join(", ")}`);
+    assert.ok(inC.includes("Continue with Upstream Shared"), `org C: ${inC.join(", ")}`);
+    assert.ok(inDefault.includes("Continue with Upstream Shared"), `default: ${inDefault.join(", ")}`);
+    // the default organization's own providers are not offered to the others
+    assert.ok(inDefault.includes("Continue with Upstream Default Only"));
+    assert.ok(!inC.includes("Continue with Upstream Default Only"));
+
+    // nor can org B reach it by the scope or a crafted link
+    const { context, page } = await newPage();
+    const direct = await authorization(
+      `urn:platform:iam:org:id:${orgB} urn:platform:iam:org:idp:id:${shared}`,
+    );
+    const answer = await page.goto(direct.url);
+    assert.equal(answer?.status(), 404);
+    assert.match((await page.getByRole("alert").textContent()) ?? "", /not available here/);
+    await context.close();
+
+    // signing in through it in org C creates the user there
+    const { context: c, page: inOrgC } = await newPage();
+    await addUpstreamHuman("carla", { givenName: "Carla", familyName: "C" });
+    const request = await authorization(`urn:platform:iam:org:id:${orgC}`);
+    await inOrgC.goto(request.url);
+    await inOrgC.getByRole("link", { name: "Continue with Upstream Shared" }).click();
+    await signInUpstream(inOrgC, "carla");
+    const { claims } = await request.redeem(inOrgC);
+    const user = await rest()("GET", `${USERS}/${claims.sub}`);
+    assert.equal(user.json.user.details.resource_owner.id, orgC);
+    await c.close();
+
+    // deleting the provider later: the link is still listed (and removable)
+    const removed = await rest()("DELETE", `/resources/v3alpha/idps/${shared}`);
+    assert.equal(removed.status, 200, removed.text);
+    assert.deepEqual(
+      (await linksOf(claims.sub)).map((l) => l.idp_id),
+      [shared],
+    );
+    assert.equal((await rest()("DELETE", `${USERS}/${claims.sub}/links/${shared}`)).status, 200);
+    assert.deepEqual(await linksOf(claims.sub), []);
   });
 });
