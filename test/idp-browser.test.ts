@@ -426,6 +426,10 @@ describe("signing in with an external OpenID Connect provider (a second Platform
       assert.equal(await strict.getByLabel(label).getAttribute("readonly"), "", `${label} is read-only`);
     failures.push(...(await accessibility(strict, "registration with read-only fields")));
     await strict.getByLabel("Username").fill("nora.remote");
+    // a read-only value changed anyway (not through the page) is ignored: the provider's value is kept
+    await strict.evaluate(
+      'const input = document.getElementById("familyName"); input.removeAttribute("readonly"); input.value = "Tampered";',
+    );
     await strict.getByRole("button", { name: "Create account" }).click();
     const created = await other.redeem(strict);
     assert.equal(created.userinfo.preferred_username, "nora.remote");
@@ -623,5 +627,32 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     );
     assert.equal((await rest()("DELETE", `${USERS}/${claims.sub}/links/${shared}`)).status, 200);
     assert.deepEqual(await linksOf(claims.sub), []);
+  });
+
+  it("auto linking by username proposes the user with the provider's username", async () => {
+    const providerId = await addProvider("Upstream By Name", { autoLinking: "username" });
+    const uweId = await addHuman(platform, "uwe", PASSWORD, { givenName: "Uwe", familyName: "Local" });
+    await addUpstreamHuman("uwe", {
+      givenName: "Uwe",
+      familyName: "Remote",
+      email: "uwe.elsewhere@upstream.test",
+    });
+    const { context, page } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream By Name" }).click();
+    await signInUpstream(page, "uwe");
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.match((await page.locator(".account-chip").textContent()) ?? "", /uwe/);
+    assert.equal(
+      await page.getByLabel("Login name").count(),
+      0,
+      "only the proposed account (no manual linking)",
+    );
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    assert.equal((await request.redeem(page)).claims.sub, uweId);
+    assert.equal((await linksOf(uweId))[0].idp_id, providerId);
+    await context.close();
   });
 });
