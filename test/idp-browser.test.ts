@@ -22,6 +22,7 @@ import { addHuman } from "./login.ts";
 import {
   axeViolations,
   type ClientApp,
+  keyboardOrder,
   launchChromium,
   PASSWORD,
   startClientApp,
@@ -244,7 +245,7 @@ async function signInUpstream(page: Page, loginName: string) {
   await page.getByRole("button", { name: "Sign in" }).click();
 }
 
-/** Axe-core's findings on the page, light and dark. */
+/** Axe-core's findings on the page, light and dark; Tab follows the document order with visible focus. */
 async function accessibility(page: Page, name: string): Promise<string[]> {
   const failures: string[] = [];
   for (const colorScheme of ["dark", "light"] as const) {
@@ -252,6 +253,11 @@ async function accessibility(page: Page, name: string): Promise<string[]> {
     for (const v of await axeViolations(page))
       failures.push(`${name} (${colorScheme}): ${v.id} [${v.impact}] ${v.help} — ${v.targets.join(", ")}`);
   }
+  const order = await keyboardOrder(page);
+  if (order.tabbed.map((stop) => stop.element).join() !== order.document.join())
+    failures.push(`${name}: Tab does not follow the document order`);
+  for (const stop of order.tabbed)
+    if (!stop.visible) failures.push(`${name}: ${stop.element} shows no focus`);
   return failures;
 }
 
