@@ -3,7 +3,14 @@ import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { tempDir } from "../test/helpers.ts";
-import { ConfigError, defaultMaxConnections, externalOrigin, loadConfig, variables } from "./config.ts";
+import {
+  CODEHOST_B_PUBLIC_ISSUER,
+  ConfigError,
+  defaultMaxConnections,
+  externalOrigin,
+  loadConfig,
+  variables,
+} from "./config.ts";
 
 describe("config", () => {
   it("lists every variable it reads (for --config files and --help), each in README's table", () => {
@@ -50,6 +57,20 @@ describe("config", () => {
     assert.equal(config.maxPasswordAttempts, 10);
     assert.equal(config.maxRequestBodyBytes, 1024 * 1024);
     assert.equal(externalOrigin(config), "http://localhost:8080");
+  });
+
+  it("PLATFORM_IDP_CODEHOST_B_ISSUER replaces the public codehost_b issuer; it must be an http(s) URL", () => {
+    assert.equal(loadConfig({}).idpCodehostBIssuer, CODEHOST_B_PUBLIC_ISSUER);
+    assert.equal(
+      loadConfig({ PLATFORM_IDP_CODEHOST_B_ISSUER: "http://127.0.0.1:9000/" }).idpCodehostBIssuer,
+      "http://127.0.0.1:9000",
+    );
+    for (const bad of ["codehost.internal", "ftp://codehost.internal", "https://codehost.internal/?a=b"]) {
+      assert.throws(
+        () => loadConfig({ PLATFORM_IDP_CODEHOST_B_ISSUER: bad }),
+        (e: unknown) => e instanceof ConfigError && e.variable === "PLATFORM_IDP_CODEHOST_B_ISSUER",
+      );
+    }
   });
 
   it("PLATFORM_LOG_FORMAT is json, pretty or auto (any case)", () => {

@@ -34,6 +34,11 @@ export interface Config {
   /** Login UI: password and registration posts per minute per client IP / per login name; 0 = no limit. */
   loginAttemptsPerIp: number;
   loginAttemptsPerName: number;
+  /**
+   * Issuer of codehost_b identity providers (an OpenID Connect provider at a fixed public issuer,
+   * `CODEHOST_B_PUBLIC_ISSUER`); PLATFORM_IDP_CODEHOST_B_ISSUER replaces it (air-gapped installs, tests).
+   */
+  idpCodehostBIssuer: string;
   /** Certificate chain and key (PEM) when Platform terminates TLS itself. */
   tls?: { cert: Buffer; key: Buffer };
   /** PLATFORM_MASTERKEY (32 bytes): encrypts the OIDC signing keys at rest. See `resolveMasterKey`. */
@@ -83,6 +88,9 @@ interface VariableSpec {
   default?: string;
   description: string;
 }
+
+/** The public issuer of codehost_b identity providers (OpenID Connect discovery below it). */
+export const CODEHOST_B_PUBLIC_ISSUER = "https://gitlab.com";
 
 /** The table README.md documents; kept here so `platform --help` and the docs cannot drift apart. */
 export const variables: VariableSpec[] = [
@@ -175,6 +183,12 @@ export const variables: VariableSpec[] = [
     description: "login UI: password posts per minute per login name; 0 = no limit",
   },
   {
+    name: "PLATFORM_IDP_CODEHOST_B_ISSUER",
+    default: CODEHOST_B_PUBLIC_ISSUER,
+    description:
+      "issuer of codehost_b identity providers (replaces the public one: air-gapped installs, tests)",
+  },
+  {
     name: "PLATFORM_EXECUTION_DENY_LIST",
     description:
       "comma-separated IPs, CIDR networks and host names (*.domain) action targets may not reach (see docs/actions.md)",
@@ -200,6 +214,19 @@ export const variables: VariableSpec[] = [
     description: "how long a target's previous signing key is still sent after a rotation",
   },
 ];
+
+/** An issuer URL: http(s), no query or fragment; a trailing slash is dropped. */
+function parseIssuer(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(name, `"${value}" is not a URL (expected https://host[/path])`);
+  }
+  if ((url.protocol !== "https:" && url.protocol !== "http:") || url.search || url.hash)
+    throw new ConfigError(name, `"${value}" is not an http(s) issuer URL without query or fragment`);
+  return value.replace(/\/+$/, "");
+}
 
 /** 1 MiB: far above any API request; bigger bodies are refused before they are parsed. */
 const DEFAULT_MAX_REQUEST_BODY_BYTES = 1024 * 1024;
@@ -413,6 +440,10 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       str("PLATFORM_LOGIN_ATTEMPTS_PER_NAME", "30")!,
       0,
       1_000_000,
+    ),
+    idpCodehostBIssuer: parseIssuer(
+      "PLATFORM_IDP_CODEHOST_B_ISSUER",
+      str("PLATFORM_IDP_CODEHOST_B_ISSUER", CODEHOST_B_PUBLIC_ISSUER)!,
     ),
     tls,
     masterKey,

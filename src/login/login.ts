@@ -33,6 +33,8 @@ export interface LoginDeps {
   db: Database;
   eventStore: EventStore;
   instances: InstanceDirectory;
+  /** Decrypts identity providers' client secrets (login with external providers; none without it). */
+  masterKey?: Buffer;
 }
 
 export interface LoginOptions {

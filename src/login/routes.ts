@@ -12,6 +12,7 @@
  *   POST /ui/login/select
  *   GET  /ui/login/register           registration (prompt=create, "Create an account")
  *   POST /ui/login/register
+ *   GET  /ui/login/idp/…              sign-in with an external identity provider (./idp/routes.ts)
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions
  *   GET  /ui/login/signedout          "You are signed out"
@@ -42,6 +43,7 @@ import {
 import { newId } from "../id.ts";
 import type { AuthRequest, UiState } from "./auth-requests.ts";
 import type { Translator } from "./i18n.ts";
+import { LoginIdps, registerIdpRoutes, requestedIdpOf, startUrl } from "./idp/routes.ts";
 import type { Login } from "./login.ts";
 import { SIGNED_OUT_URL } from "./login.ts";
 import { initials, type PageContext, renderFragment, STYLESHEET, sendPage } from "./render.ts";
@@ -116,6 +118,7 @@ function accountView(session: Pick<LoginSession, "displayName" | "loginName" | "
 
 export async function registerLoginRoutes(app: FastifyInstance, login: Login): Promise<void> {
   const { config, db, eventStore } = login.deps;
+  const idps = new LoginIdps(login);
 
   app.get("/", async (request, reply) => {
     reply.header("vary", "Accept, Cookie");
@@ -342,6 +345,10 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           allowRegister: await login.allowRegister(instanceId, authRequest.orgId),
           now: sessions.length ? await databaseNow(db) : new Date(),
         });
+        // urn:platform:iam:org:idp:id:<id>: straight to that provider unless a session can be used as it is
+        const requestedIdp = requestedIdpOf(authRequest.scope);
+        if (requestedIdp && step.step !== "complete" && step.step !== "register")
+          return reply.redirect(startUrl(requestedIdp, authRequest.id), 302);
         switch (step.step) {
           case "complete":
             return complete(request, reply, authRequest, step.session);
@@ -367,11 +374,13 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         const { t } = context.translator;
         const state = errorOn(authRequest, "loginname");
         const allowRegister = await login.allowRegister(login.instanceId(request), authRequest?.orgId);
+        const idpButtons = await idps.buttons(request, authRequest);
         return sendPage(reply, context, "loginname", {
           title: t("loginname.title"),
           error: state.error,
           loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",
           registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
+          idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
         });
       });
 
@@ -555,7 +564,24 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         return authRequest?.orgId ?? (await login.instance(request)).defaultOrgId;
       }
 
-      function registerFields(t: Translator["t"], state: UiState) {
+      /** The registration values' errors (field → message key): required, no spaces, lengths, e-mail. */
+      function validateRegistration(values: Record<string, string>): Record<string, string> {
+        const errors: Record<string, string> = {};
+        for (const [name, value] of Object.entries(values)) if (!value) errors[name] = "field.required";
+        if (values.username && /\s/.test(values.username)) errors.username = "field.usernameSpaces";
+        for (const name of ["username", "givenName", "familyName"] as const)
+          if (values[name].length > 200) errors[name] = "field.tooLong";
+        if (values.email && !/^[\w.!#$%&'*+/=?^{|}~-]+@[\w.-]+$/u.test(values.email))
+          errors.email = "field.emailInvalid";
+        if (values.email.length > 320) errors.email = "field.emailInvalid";
+        return errors;
+      }
+
+      function registerFields(
+        t: Translator["t"],
+        state: UiState,
+        options: { withPassword: boolean; readOnly: string[] } = { withPassword: true, readOnly: [] },
+      ) {
         const values = state.values ?? {};
         const errors = state.fieldErrors ?? {};
         const minLength = config.passwordMinLength;
@@ -577,6 +603,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
             autocomplete,
             value: type === "password" ? undefined : (values[name] ?? ""),
             error,
+            readOnly: options.readOnly.includes(name),
             ...extra,
             describedBy,
           };
@@ -589,15 +616,20 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           make("givenName", "register.givenName", "text", "given-name", { maxLength: 200 }),
           make("familyName", "register.familyName", "text", "family-name", { maxLength: 200 }),
           make("email", "register.email", "email", "email", { maxLength: 320 }),
-          make("password", "register.password", "password", "new-password", {
-            describedBy: ["password-policy"],
-            after: policy,
-          }),
-          make("passwordConfirm", "register.passwordConfirm", "password", "new-password"),
+          ...(options.withPassword
+            ? [
+                make("password", "register.password", "password", "new-password", {
+                  describedBy: ["password-policy"],
+                  after: policy,
+                }),
+                make("passwordConfirm", "register.passwordConfirm", "password", "new-password"),
+              ]
+            : []),
         ];
         const firstInvalid = fields.find((f) => f.error);
-        if (firstInvalid) (firstInvalid as Record<string, unknown>).autofocus = true;
-        else (fields[0] as Record<string, unknown>).autofocus = true;
+        const firstEditable = fields.find((f) => !f.readOnly);
+        const focus = firstInvalid ?? firstEditable;
+        if (focus) (focus as Record<string, unknown>).autofocus = true;
         return fields;
       }
 
@@ -656,14 +688,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         };
         const password = field(body, "password", { raw: true });
         const confirm = field(body, "passwordConfirm", { raw: true });
-        const errors: Record<string, string> = {};
-        for (const [name, value] of Object.entries(values)) if (!value) errors[name] = "field.required";
-        if (values.username && /\s/.test(values.username)) errors.username = "field.usernameSpaces";
-        for (const name of ["username", "givenName", "familyName"] as const)
-          if (values[name].length > 200) errors[name] = "field.tooLong";
-        if (values.email && !/^[\w.!#$%&'*+/=?^{|}~-]+@[\w.-]+$/u.test(values.email))
-          errors.email = "field.emailInvalid";
-        if (values.email.length > 320) errors.email = "field.emailInvalid";
+        const errors = validateRegistration(values);
         if (!password) errors.password = "field.required";
         else if (passwordPolicyGaps(password, config.passwordMinLength).length)
           errors.password = "field.passwordPolicy";
@@ -715,6 +740,27 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         await login.authRequests.attachSession(authRequest, created.sessionId);
         await login.authRequests.setUiState(authRequest, {});
         return reply.redirect(stepUrl("complete", authRequest.id), 303);
+      });
+
+      // ---------------------------------------------------------------------------------------------
+      // External identity providers (./idp/routes.ts)
+
+      await registerIdpRoutes(ui, login, idps, {
+        field,
+        stepUrl,
+        loadRequest,
+        checkForm,
+        pageFor,
+        sessionsFor,
+        sendMessage: (request, reply, options) => sendMessage(login, request, reply, options),
+        limitPassword: async (request, reply, authRequest, loginName) => {
+          const tooMany = await limited(perIp, request, reply, authRequest);
+          if (tooMany) return tooMany;
+          limitKeys.set(request, loginName.toLowerCase());
+          return limited(perName, request, reply, authRequest);
+        },
+        registerFields,
+        validateRegistration,
       });
 
       // ---------------------------------------------------------------------------------------------

@@ -22,9 +22,12 @@ export interface LoginSession {
   loginName: string;
   displayName: string;
   email?: string;
-  /** Last password check: the ID token's `auth_time`; undefined when the password was never checked. */
+  /**
+   * Last authentication (password check, or sign-in with a linked identity provider): the ID token's
+   * `auth_time`; undefined when the session was never authenticated.
+   */
   authTime?: Date;
-  /** Authentication methods (`amr`): `pwd` once the password was checked. */
+  /** Authentication methods (`amr`): `pwd` once the password was checked, `fed` after an identity provider. */
   amr: string[];
   createdAt: Date;
   /** Last check of the session (the account picker shows the most recent first). */
@@ -36,6 +39,7 @@ interface SessionRow {
   user_id: string;
   org_id: string;
   password_checked_at: Date | null;
+  idp_checked_at: Date | null;
   created_at: Date;
   changed_at: Date;
   username: string;
@@ -49,6 +53,12 @@ interface SessionRow {
 
 const date = (value: Date | string) => (value instanceof Date ? value : new Date(value));
 
+/** The later of two optional instants. */
+function latest(a: Date | string | null, b: Date | string | null): Date | undefined {
+  const dates = [a, b].filter((d): d is Date | string => d !== null).map(date);
+  return dates.length ? new Date(Math.max(...dates.map((d) => d.getTime()))) : undefined;
+}
+
 function toLoginSession(row: SessionRow): LoginSession {
   const displayName =
     row.display_name || [row.given_name, row.family_name].filter(Boolean).join(" ") || row.username;
@@ -60,14 +70,14 @@ function toLoginSession(row: SessionRow): LoginSession {
     loginName: row.primary_domain ? `${row.username}@${row.primary_domain}` : row.username,
     displayName,
     email: row.email ?? undefined,
-    authTime: row.password_checked_at ? date(row.password_checked_at) : undefined,
-    amr: row.password_checked_at ? ["pwd"] : [],
+    authTime: latest(row.password_checked_at, row.idp_checked_at),
+    amr: [...(row.password_checked_at ? ["pwd"] : []), ...(row.idp_checked_at ? ["fed"] : [])],
     createdAt: date(row.created_at),
     changedAt: date(row.changed_at),
   };
 }
 
-const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.created_at, s.changed_at,
+const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_checked_at, s.created_at, s.changed_at,
     u.username, u.display_name, u.given_name, u.family_name, u.email, o.primary_domain
   FROM sessions s
   JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1

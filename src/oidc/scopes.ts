@@ -19,6 +19,8 @@ export const Reserved = {
   projectAudience: /^urn:platform:iam:org:project:id:([A-Za-z0-9_-]{1,200}):aud$/,
   /** `urn:platform:iam:org:id:<id>`: the organization the user must belong to (authorization endpoint). */
   org: /^urn:platform:iam:org:id:([A-Za-z0-9_-]{1,200})$/,
+  /** `urn:platform:iam:org:idp:id:<id>`: the login UI sends the person straight to that identity provider. */
+  idp: /^urn:platform:iam:org:idp:id:([A-Za-z0-9_-]{1,200})$/,
   /** `urn:platform:iam:org:project:role:<key>`: asks for the role claim limited to these roles. */
   role: /^urn:platform:iam:org:project:role:(.{1,200})$/,
   /** Every role of the audience's projects. */
@@ -57,7 +59,12 @@ export function parseScope(raw: string | undefined): ParsedScope {
       parsed.values.push(value);
       continue;
     }
-    if (value === Reserved.metadata || value === Reserved.resourceOwner || Reserved.org.test(value)) {
+    if (
+      value === Reserved.metadata ||
+      value === Reserved.resourceOwner ||
+      Reserved.org.test(value) ||
+      Reserved.idp.test(value)
+    ) {
       parsed.values.push(value);
       continue;
     }

@@ -318,7 +318,7 @@ function versionOf(sessionId: string, orgId: string, stored: StoredEvent[], curr
 export async function createSession(
   store: EventStore,
   actor: PushContext,
-  input: { user: CheckedUser; password?: string; userAgentHash?: string },
+  input: { user: CheckedUser; password?: string; userAgentHash?: string; idpId?: string },
   policy: PasswordPolicy,
 ): Promise<SessionVersion & { token: string }> {
   const sessionId = newId();
@@ -336,6 +336,8 @@ export async function createSession(
       ];
       if (input.password !== undefined)
         events.push(sessionEvent(sessionId, orgId, SessionEvent.passwordChecked, null));
+      if (input.idpId !== undefined)
+        events.push(sessionEvent(sessionId, orgId, SessionEvent.idpChecked, { idp_id: input.idpId }));
       return events;
     },
   });
@@ -373,7 +375,7 @@ function requireToken(session: SessionState, token: string): void {
 export async function checkSession(
   store: EventStore,
   actor: PushContext,
-  input: { sessionId: string; token?: string; user?: CheckedUser; password?: string },
+  input: { sessionId: string; token?: string; user?: CheckedUser; password?: string; idpId?: string },
   policy: PasswordPolicy,
 ): Promise<SessionVersion> {
   const { sessionId, token } = input;
@@ -383,7 +385,8 @@ export async function checkSession(
   const orgId = before.orgId!;
   if (input.user && input.user.id !== userId)
     throw new FailedPreconditionError("the user of a session cannot be changed");
-  if (!input.user && input.password === undefined) return versionOf(sessionId, orgId, [], before);
+  if (!input.user && input.password === undefined && input.idpId === undefined)
+    return versionOf(sessionId, orgId, [], before);
 
   let current: SessionState = before;
   const stored = await runChecks(store, actor, policy, {
@@ -399,6 +402,8 @@ export async function checkSession(
         events.push(sessionEvent(sessionId, orgId, SessionEvent.userChecked, { user_id: userId }));
       if (input.password !== undefined)
         events.push(sessionEvent(sessionId, orgId, SessionEvent.passwordChecked, null));
+      if (input.idpId !== undefined)
+        events.push(sessionEvent(sessionId, orgId, SessionEvent.idpChecked, { idp_id: input.idpId }));
       return events;
     },
   });

@@ -7,6 +7,8 @@ export const SessionEvent = {
   userChecked: "session.user.checked",
   /** The password of the session's user was verified. */
   passwordChecked: "session.password.checked",
+  /** The user signed in with a linked identity at an external identity provider (payload: `idp_id`). */
+  idpChecked: "session.idp.checked",
   /** The session ended (DeleteSession). */
   terminated: "session.terminated",
 } as const;

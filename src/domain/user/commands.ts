@@ -1,8 +1,9 @@
-import { FailedPreconditionError } from "../../errors.ts";
+import { FailedPreconditionError, NotFoundError } from "../../errors.ts";
 import type { NewEvent, StoredEvent } from "../../eventstore/types.ts";
 import {
   AccessTokenType,
   type HumanAddedPayload,
+  type IdpLinkAddedPayload,
   type ImpersonatedPayload,
   type MachineAddedPayload,
   type PatAddedPayload,
@@ -94,6 +95,8 @@ export interface UserAggregate {
   pats: Set<string>;
   keys: Set<string>;
   hasSecret: boolean;
+  /** Links to external identities, by identity provider ID. */
+  idpLinks: Map<string, { externalUserId: string; externalUsername: string }>;
   /** Sequence and time of the last event. */
   sequence: number;
   changeDate: Date;
@@ -135,6 +138,7 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           pats: new Set(),
           keys: new Set(),
           hasSecret: false,
+          idpLinks: new Map(),
           sequence: e.sequence,
           changeDate: e.createdAt,
         };
@@ -207,6 +211,15 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         break;
       case UserEvent.patRemoved:
         user.pats.delete(String(p.pat_id));
+        break;
+      case UserEvent.idpLinkAdded:
+        user.idpLinks.set(String(p.idp_id), {
+          externalUserId: String(p.external_user_id),
+          externalUsername: String(p.external_username ?? ""),
+        });
+        break;
+      case UserEvent.idpLinkRemoved:
+        user.idpLinks.delete(String(p.idp_id));
         break;
     }
   }
@@ -295,12 +308,72 @@ export function metadataEvents(user: UserAggregate, entries: Record<string, stri
   return events;
 }
 
-/** Removes the user, releasing its username. */
+/** Removes the user, releasing its username and its external identities. */
 export function removeUserEvent(user: UserAggregate): NewEvent {
   return {
     ...userEvent(user, UserEvent.removed, { username: user.username }),
-    uniqueConstraints: [{ action: "remove", type: "username", field: user.username, ignoreCase: true }],
+    uniqueConstraints: [
+      { action: "remove", type: "username", field: user.username, ignoreCase: true },
+      ...[...user.idpLinks].map(([idpId, link]) => ({
+        action: "remove" as const,
+        type: IDP_LINK_CONSTRAINT,
+        field: idpLinkKey(idpId, link.externalUserId),
+      })),
+    ],
   };
+}
+
+/** The unique constraint of external identities: one identity of a provider links to one user per instance. */
+export const IDP_LINK_CONSTRAINT = "user_idp_link";
+
+function idpLinkKey(idpId: string, externalUserId: string): string {
+  return `${idpId}:${externalUserId}`;
+}
+
+/**
+ * Links the external identity to the user: FAILED_PRECONDITION for machine users or when the user has a
+ * link to this provider already; ALREADY_EXISTS (the unique constraint) when the identity is linked to
+ * another user of the instance. Linking the same identity again changes nothing.
+ */
+export function addIdpLinkEvents(user: UserAggregate, link: IdpLinkAddedPayload): NewEvent[] {
+  requireHuman(user, "links to identity providers");
+  const existing = user.idpLinks.get(link.idp_id);
+  if (existing?.externalUserId === link.external_user_id) return [];
+  if (existing) throw new FailedPreconditionError("the user is linked to another identity of this provider");
+  return [idpLinkAddedEvent(user.id, user.orgId, link)];
+}
+
+/** `user.idp.link.added`, claiming the identity (also for a user created in the same append). */
+export function idpLinkAddedEvent(userId: string, orgId: string, link: IdpLinkAddedPayload): NewEvent {
+  return {
+    aggregateType: USER,
+    aggregateId: userId,
+    resourceOwner: orgId,
+    type: UserEvent.idpLinkAdded,
+    payload: { ...link },
+    uniqueConstraints: [
+      {
+        action: "add",
+        type: IDP_LINK_CONSTRAINT,
+        field: idpLinkKey(link.idp_id, link.external_user_id),
+        message: "the external identity is linked to another user",
+      },
+    ],
+  };
+}
+
+/** Removes the user's link to the provider `idpId` (NOT_FOUND when there is none). */
+export function removeIdpLinkEvents(user: UserAggregate, idpId: string): NewEvent[] {
+  const link = user.idpLinks.get(idpId);
+  if (!link) throw new NotFoundError("link not found");
+  return [
+    {
+      ...userEvent(user, UserEvent.idpLinkRemoved, { idp_id: idpId, external_user_id: link.externalUserId }),
+      uniqueConstraints: [
+        { action: "remove", type: IDP_LINK_CONSTRAINT, field: idpLinkKey(idpId, link.externalUserId) },
+      ],
+    },
+  ];
 }
 
 export function requireMachine(user: UserAggregate): void {

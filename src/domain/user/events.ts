@@ -25,6 +25,10 @@ export const UserEvent = {
   patRemoved: "user.pat.removed",
   /** Token exchange: an actor obtained tokens for this user (impersonation). Changes nothing of the user. */
   impersonated: "user.impersonated",
+  /** An identity at an external identity provider was linked to the user (sign-in with that provider). */
+  idpLinkAdded: "user.idp.link.added",
+  /** The link to an external identity was removed. */
+  idpLinkRemoved: "user.idp.link.removed",
   removed: "user.removed",
 } as const;
 
@@ -140,6 +144,24 @@ export interface ImpersonatedPayload {
   token_id: string;
   /** RFC 8693 `issued_token_type`. */
   issued_token_type: string;
+}
+
+/**
+ * `user.idp.link.added`: the user signs in with the identity `external_user_id` (the provider's `sub` or
+ * ID attribute) at the identity provider `idp_id`. One identity links to one user per instance; a user
+ * has at most one link per provider.
+ */
+export interface IdpLinkAddedPayload {
+  idp_id: string;
+  external_user_id: string;
+  /** The identity's username at the provider when it was linked (display only). */
+  external_username: string;
+}
+
+/** `user.idp.link.removed`. */
+export interface IdpLinkRemovedPayload {
+  idp_id: string;
+  external_user_id: string;
 }
 
 export interface UserRemovedPayload {

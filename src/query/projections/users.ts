@@ -1,5 +1,6 @@
 import {
   type HumanAddedPayload,
+  type IdpLinkAddedPayload,
   type KeyAddedPayload,
   type MachineAddedPayload,
   type MetadataSetPayload,
@@ -47,7 +48,7 @@ function setState(state: number, extra: Record<string, unknown> = {}): EventHand
 
 export const usersProjection: Projection = {
   name: "users",
-  tables: ["users", "personal_access_tokens", "user_metadata", "user_keys"],
+  tables: ["users", "personal_access_tokens", "user_metadata", "user_keys", "user_idp_links"],
   aggregateTypes: [USER],
   handlers: {
     [UserEvent.humanAdded]: async (tx, e) => {
@@ -203,8 +204,35 @@ export const usersProjection: Projection = {
         e.sequence,
       ]);
     },
+    [UserEvent.idpLinkAdded]: async (tx, e) => {
+      const p = e.payload as unknown as IdpLinkAddedPayload;
+      await tx.query(
+        `INSERT INTO user_idp_links (instance_id, user_id, org_id, idp_id, external_user_id, external_username,
+           created_at, sequence)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+        [
+          e.instanceId,
+          e.aggregateId,
+          e.resourceOwner,
+          p.idp_id,
+          p.external_user_id,
+          p.external_username,
+          e.createdAt,
+          e.sequence,
+        ],
+      );
+      await touch(tx, e);
+    },
+    [UserEvent.idpLinkRemoved]: async (tx, e) => {
+      await tx.query("DELETE FROM user_idp_links WHERE instance_id = $1 AND user_id = $2 AND idp_id = $3", [
+        e.instanceId,
+        e.aggregateId,
+        e.payload!.idp_id,
+      ]);
+      await touch(tx, e);
+    },
     [UserEvent.removed]: async (tx, e) => {
-      for (const table of ["personal_access_tokens", "user_metadata", "user_keys"]) {
+      for (const table of ["personal_access_tokens", "user_metadata", "user_keys", "user_idp_links"]) {
         await tx.query(`DELETE FROM ${table} WHERE instance_id = $1 AND user_id = $2`, [
           e.instanceId,
           e.aggregateId,

@@ -1,0 +1,664 @@
+/**
+ * Sign-in with external identity providers in Debian's Chromium (playwright-core). The external provider is
+ * a real OpenID Connect provider: a second Platform instance on the same server (domain 127.0.0.1, its own
+ * issuer, users and login UI) with an OIDC app registered there through the apps API. The Platform under
+ * test (localhost) signs people in for its own application "shop", offering "Continue with <provider>".
+ * The server listens on a port chosen beforehand so that PLATFORM_IDP_CODEHOST_B_ISSUER can name the
+ * second instance's issuer (the codehost_b test).
+ *
+ * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { hashPassword } from "../src/crypto/password.ts";
+import { randomToken, sha256 } from "../src/crypto/tokens.ts";
+import { createInstance } from "../src/domain/instance/commands.ts";
+import { addHumanEvent } from "../src/domain/user/commands.ts";
+import { newId } from "../src/id.ts";
+import { authorizePath, createOidcApp, createProject } from "./authorize.ts";
+import { addOrg, type Json, restClient, startPlatform, type TestPlatform } from "./helpers.ts";
+import { addHuman } from "./login.ts";
+import {
+  axeViolations,
+  type ClientApp,
+  keyboardOrder,
+  launchChromium,
+  PASSWORD,
+  startClientApp,
+  watchProblems,
+} from "./login-browser.ts";
+import { client, discover, ownerToken } from "./oidc.ts";
+import { freePort } from "./process.ts";
+
+let platform: TestPlatform;
+let browser: Browser;
+let app: ClientApp;
+let owner: string;
+let orgId: string;
+let shop: { clientId: string; config: client.Configuration };
+
+/** The external provider: the second instance. */
+const upstream = {
+  url: "",
+  pat: "",
+  instanceId: "",
+  orgId: "",
+  clientId: "",
+  clientSecret: "",
+};
+
+const USERS = "/resources/v3alpha/users";
+
+before(async () => {
+  const port = await freePort();
+  upstream.url = `http://127.0.0.1:${port}`;
+  [platform, browser, app] = await Promise.all([
+    startPlatform({
+      listen: true,
+      env: { PLATFORM_PORT: String(port), PLATFORM_IDP_CODEHOST_B_ISSUER: upstream.url },
+    }),
+    launchChromium(),
+    startClientApp(),
+  ]);
+  orgId = platform.bootstrapResult!.orgId;
+  owner = await ownerToken(platform);
+
+  // the external provider: a second instance with its own issuer and an app for the Platform under test
+  upstream.pat = randomToken();
+  const second = await createInstance(platform.eventStore, "test", {
+    name: "Upstream",
+    domains: ["127.0.0.1"],
+    orgName: "Upstream",
+    admin: { username: "upstream-admin", passwordHash: "x", passwordChangeRequired: false },
+    machine: { username: "upstream-owner", patHash: sha256(upstream.pat) },
+  });
+  upstream.instanceId = second.instanceId;
+  upstream.orgId = second.orgId;
+  const upstreamApi = { ...platform, url: upstream.url } as TestPlatform;
+  const projectId = await createProject(upstreamApi, upstream.pat, "Federation");
+  const registered = await createOidcApp(upstreamApi, upstream.pat, projectId, "platform-under-test", {
+    redirect_uris: [`${platform.url}/ui/login/idp/callback`],
+    response_types: ["OIDC_RESPONSE_TYPE_CODE"],
+    grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
+    app_type: "OIDC_APP_TYPE_WEB",
+    auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
+    dev_mode: true,
+  });
+  upstream.clientId = registered.clientId;
+  upstream.clientSecret = registered.clientSecret!;
+
+  // the application people sign in to
+  const shopProject = await createProject(platform, owner, "Shop");
+  const created = await createOidcApp(platform, owner, shopProject, "shop", {
+    redirect_uris: [app.callback],
+    response_types: ["OIDC_RESPONSE_TYPE_CODE"],
+    grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
+    app_type: "OIDC_APP_TYPE_WEB",
+    auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
+  });
+  shop = {
+    clientId: created.clientId,
+    config: await discover(platform.url, created.clientId, client.ClientSecretBasic(created.clientSecret!)),
+  };
+});
+
+after(async () => {
+  await browser?.close();
+  await app?.close();
+  await platform?.stop();
+});
+
+/** A person at the external provider (a human of the second instance). */
+async function addUpstreamHuman(
+  username: string,
+  profile: { givenName: string; familyName: string; email?: string },
+): Promise<string> {
+  const userId = newId();
+  await platform.eventStore.push({ instanceId: upstream.instanceId, creator: "test" }, async () => [
+    addHumanEvent(userId, upstream.orgId, {
+      username,
+      profile: {
+        given_name: profile.givenName,
+        family_name: profile.familyName,
+        display_name: `${profile.givenName} ${profile.familyName}`,
+      },
+      email: { address: profile.email ?? `${username}@upstream.test`, is_verified: true },
+      password_hash: await hashPassword(PASSWORD),
+    }),
+  ]);
+  return userId;
+}
+
+type Options = Partial<{
+  isManualLinkingAllowed: boolean;
+  isManualCreationAllowed: boolean;
+  isAutoCreation: boolean;
+  isAutoUpdate: boolean;
+  autoLinking: "unspecified" | "username" | "email";
+}>;
+
+/**
+ * An identity provider of the Platform under test for the second instance's app, made through the identity
+ * providers API (in the default organization unless `ctx` says otherwise); answers its ID.
+ */
+async function addProvider(
+  name: string,
+  options: Options,
+  extra: { type?: "oidc" | "codehost_b" | "oauth"; ctx?: string } = {},
+): Promise<string> {
+  const type = extra.type ?? "oidc";
+  const config: Record<string, unknown> = {
+    client_id: upstream.clientId,
+    client_secret: upstream.clientSecret,
+    scopes: ["openid", "profile", "email"],
+  };
+  if (type === "oidc") config.issuer = upstream.url;
+  if (type === "oauth") {
+    config.authorization_endpoint = `${upstream.url}/oauth/v2/authorize`;
+    config.token_endpoint = `${upstream.url}/oauth/v2/token`;
+    config.user_endpoint = `${upstream.url}/oidc/v1/userinfo`;
+    config.id_attribute = "sub";
+  }
+  const created = await rest()(
+    "POST",
+    `/resources/v3alpha/idps/${type}${extra.ctx ?? `?ctx.org_id=${orgId}`}`,
+    {
+      json: {
+        idp: {
+          name,
+          options: {
+            is_manual_linking_allowed: options.isManualLinkingAllowed ?? false,
+            is_manual_creation_allowed: options.isManualCreationAllowed ?? false,
+            is_auto_creation: options.isAutoCreation ?? false,
+            is_auto_update: options.isAutoUpdate ?? false,
+            auto_linking: `AUTO_LINKING_OPTION_${(options.autoLinking ?? "unspecified").toUpperCase()}`,
+          },
+        },
+        config,
+      },
+    },
+  );
+  assert.equal(created.status, 201, created.text);
+  return created.json.details.id;
+}
+
+/** An authorization request of the shop with PKCE, state and nonce (`scope` added to the default scopes). */
+async function authorization(scope = "") {
+  const verifier = client.randomPKCECodeVerifier();
+  const state = client.randomState();
+  const nonce = client.randomNonce();
+  const path = authorizePath({
+    client_id: shop.clientId,
+    redirect_uri: app.callback,
+    response_type: "code",
+    scope: `openid profile email${scope ? ` ${scope}` : ""}`,
+    state,
+    nonce,
+    code_challenge: await client.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: "S256",
+  });
+  return {
+    url: `${platform.url}${path}`,
+    /** Back at the shop: redeems the code and answers the ID token's claims and the userinfo. */
+    redeem: async (page: Page) => {
+      await page.waitForURL(`${app.callback}?**`, { timeout: 15_000 }).catch(async (error) => {
+        throw new Error(
+          `not back at the shop: ${page.url()}\n${await page
+            .locator("main")
+            .textContent()
+            .catch(() => "")}`,
+          {
+            cause: error,
+          },
+        );
+      });
+      const tokens = await client.authorizationCodeGrant(shop.config, new URL(page.url()), {
+        pkceCodeVerifier: verifier,
+        expectedState: state,
+        expectedNonce: nonce,
+        idTokenExpected: true,
+      });
+      const sub = tokens.claims()!.sub;
+      return {
+        claims: tokens.claims()!,
+        userinfo: await client.fetchUserInfo(shop.config, tokens.access_token, sub),
+      };
+    },
+  };
+}
+
+async function newPage() {
+  const context: BrowserContext = await browser.newContext();
+  const page = await context.newPage();
+  return { context, page, problems: watchProblems(page) };
+}
+
+const heading = async (page: Page) => ((await page.locator("h1").textContent()) ?? "")?.trim();
+
+/** Signs in at the external provider's login UI (the second instance). */
+async function signInUpstream(page: Page, loginName: string) {
+  await page.waitForURL(`${upstream.url}/ui/login/**`);
+  await page.getByLabel("Login name").fill(loginName);
+  await page.getByRole("button", { name: "Next" }).click();
+  await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+/** Axe-core's findings on the page, light and dark; Tab follows the document order with visible focus. */
+async function accessibility(page: Page, name: string): Promise<string[]> {
+  const failures: string[] = [];
+  for (const colorScheme of ["dark", "light"] as const) {
+    await page.emulateMedia({ colorScheme });
+    for (const v of await axeViolations(page))
+      failures.push(`${name} (${colorScheme}): ${v.id} [${v.impact}] ${v.help} — ${v.targets.join(", ")}`);
+  }
+  const order = await keyboardOrder(page);
+  if (order.tabbed.map((stop) => stop.element).join() !== order.document.join())
+    failures.push(`${name}: Tab does not follow the document order`);
+  for (const stop of order.tabbed)
+    if (!stop.visible) failures.push(`${name}: ${stop.element} shows no focus`);
+  return failures;
+}
+
+const rest = () => restClient(platform, () => owner);
+
+async function linksOf(userId: string): Promise<Json[]> {
+  const listed = await rest()("GET", `${USERS}/${userId}/links`);
+  assert.equal(listed.status, 200, listed.text);
+  return listed.json.links ?? [];
+}
+
+describe("signing in with an external OpenID Connect provider (a second Platform instance)", () => {
+  it("auto creation: a new person continues with the provider and gets a linked user with a verified e-mail", async () => {
+    const providerId = await addProvider("Upstream Auto", { isAutoCreation: true });
+    const upstreamUser = await addUpstreamHuman("uma", { givenName: "Uma", familyName: "Thurman" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    assert.equal(await heading(page), "Sign in");
+    const button = page.getByRole("link", { name: "Continue with Upstream Auto" });
+    assert.ok(await button.isVisible());
+    const failures = await accessibility(page, "login name with providers");
+    await button.click();
+    await signInUpstream(page, "uma");
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "uma");
+    assert.equal(userinfo.given_name, "Uma");
+    assert.equal(userinfo.family_name, "Thurman");
+    assert.equal(userinfo.email, "uma@upstream.test");
+    assert.equal(userinfo.email_verified, true);
+    assert.deepEqual(claims.amr, ["fed"]);
+    const links = await linksOf(claims.sub);
+    assert.deepEqual(
+      links.map((l) => [l.idp_id, l.external_user_id, l.external_username]),
+      [[providerId, upstreamUser, "uma"]],
+    );
+
+    // the next sign-in with the provider finds the link (no second user)
+    const { context: second, page: again } = await newPage();
+    const next = await authorization();
+    await again.goto(next.url);
+    await again.getByRole("link", { name: "Continue with Upstream Auto" }).click();
+    await signInUpstream(again, "uma");
+    assert.equal((await next.redeem(again)).claims.sub, claims.sub);
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+    await second.close();
+  });
+
+  it("auto linking by e-mail: the matching user proves the local password, then the provider signs them in", async () => {
+    const providerId = await addProvider("Upstream Linking", { autoLinking: "email" });
+    const lenaId = await addHuman(platform, "lena", PASSWORD, { givenName: "Lena", familyName: "Local" });
+    // the same verified address at the provider, another username there
+    const upstreamUser = await addUpstreamHuman("lena.remote", {
+      givenName: "Lena",
+      familyName: "Remote",
+      email: "lena@example.com",
+    });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream Linking" }).click();
+    await signInUpstream(page, "lena.remote");
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.equal(await heading(page), "Link your account");
+    assert.match((await page.locator(".account-chip").textContent()) ?? "", /lena/);
+    const failures = await accessibility(page, "link proposal");
+    // a wrong password links nothing
+    await page.getByLabel("Password", { exact: true }).fill("wrong-password");
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    assert.match((await page.getByRole("alert").textContent()) ?? "", /login name or password is wrong/);
+    assert.deepEqual(await linksOf(lenaId), []);
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    const { claims } = await request.redeem(page);
+    assert.equal(claims.sub, lenaId);
+    assert.deepEqual(
+      (await linksOf(lenaId)).map((l) => [l.idp_id, l.external_user_id, l.external_username]),
+      [[providerId, upstreamUser, "lena.remote"]],
+    );
+
+    // next time the link signs in without a password
+    const { context: second, page: again } = await newPage();
+    const next = await authorization();
+    await again.goto(next.url);
+    await again.getByRole("link", { name: "Continue with Upstream Linking" }).click();
+    await signInUpstream(again, "lena.remote");
+    assert.equal((await next.redeem(again)).claims.sub, lenaId);
+
+    // removed through the users API: the provider no longer signs her in (no creation, no linking allowed)
+    const removed = await rest()("DELETE", `${USERS}/${lenaId}/links/${providerId}`);
+    assert.equal(removed.status, 200, removed.text);
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+    await second.close();
+  });
+
+  it("no prompt when several users have the e-mail address", async () => {
+    await addProvider("Upstream Ambiguous", { autoLinking: "email" });
+    const one = await addHuman(platform, "twin1", PASSWORD);
+    const two = await addHuman(platform, "twin2", PASSWORD);
+    for (const id of [one, two]) {
+      const patched = await rest()("PATCH", `${USERS}/${id}`, {
+        json: { human: { email: { address: "twins@example.com", is_verified: true } } },
+      });
+      assert.equal(patched.status, 200, patched.text);
+    }
+    await addUpstreamHuman("twin.remote", { givenName: "T", familyName: "Win", email: "twins@example.com" });
+    const { context, page } = await newPage();
+    await page.goto((await authorization()).url);
+    await page.getByRole("link", { name: "Continue with Upstream Ambiguous" }).click();
+    await signInUpstream(page, "twin.remote");
+    await page.waitForURL(`${platform.url}/ui/login/idp/callback?**`);
+    assert.match(
+      (await page.getByRole("alert").textContent()) ?? "",
+      /No account here is linked to your Upstream Ambiguous account/,
+    );
+    await context.close();
+  });
+
+  it("manual creation: the registration form is prefilled from the provider; read-only while auto creation is on", async () => {
+    await addProvider("Upstream Manual", { isManualCreationAllowed: true });
+    const upstreamUser = await addUpstreamHuman("mona", { givenName: "Mona", familyName: "Lisa" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream Manual" }).click();
+    await signInUpstream(page, "mona");
+    await page.waitForURL(`${platform.url}/ui/login/idp/register?**`);
+    assert.equal(await heading(page), "Create your account");
+    assert.equal(await page.getByLabel("Username").inputValue(), "mona");
+    assert.equal(await page.getByLabel("First name").inputValue(), "Mona");
+    assert.equal(await page.getByLabel("Last name").inputValue(), "Lisa");
+    assert.equal(await page.getByLabel("E-mail address").inputValue(), "mona@upstream.test");
+    assert.equal(
+      await page.getByLabel("Username").getAttribute("readonly"),
+      null,
+      "editable without auto creation",
+    );
+    assert.equal(
+      await page.getByLabel("Password", { exact: true }).count(),
+      0,
+      "no password: the provider signs in",
+    );
+    const failures = await accessibility(page, "prefilled registration");
+    await page.getByLabel("Username").fill("mona.l");
+    await page.getByRole("button", { name: "Create account" }).click();
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "mona.l");
+    assert.equal(userinfo.given_name, "Mona");
+    assert.equal(userinfo.email_verified, true);
+    assert.deepEqual(
+      (await linksOf(claims.sub)).map((l) => l.external_user_id),
+      [upstreamUser],
+    );
+
+    // auto creation on, but the provider's username is taken here: the form, with only the username editable
+    await addProvider("Upstream Strict", { isAutoCreation: true, isManualCreationAllowed: true });
+    await addHuman(platform, "nora", PASSWORD);
+    await addUpstreamHuman("nora", { givenName: "Nora", familyName: "Remote" });
+    const { context: second, page: strict } = await newPage();
+    const other = await authorization();
+    await strict.goto(other.url);
+    await strict.getByRole("link", { name: "Continue with Upstream Strict" }).click();
+    await signInUpstream(strict, "nora");
+    await strict.waitForURL(`${platform.url}/ui/login/idp/register?**`);
+    assert.match((await strict.locator("#username-error").textContent()) ?? "", /username is taken/);
+    assert.equal(await strict.getByLabel("Username").getAttribute("readonly"), null);
+    for (const label of ["First name", "Last name", "E-mail address"])
+      assert.equal(await strict.getByLabel(label).getAttribute("readonly"), "", `${label} is read-only`);
+    failures.push(...(await accessibility(strict, "registration with read-only fields")));
+    await strict.getByLabel("Username").fill("nora.remote");
+    // a read-only value changed anyway (not through the page) is ignored: the provider's value is kept
+    await strict.evaluate(
+      'const input = document.getElementById("familyName"); input.removeAttribute("readonly"); input.value = "Tampered";',
+    );
+    await strict.getByRole("button", { name: "Create account" }).click();
+    const created = await other.redeem(strict);
+    assert.equal(created.userinfo.preferred_username, "nora.remote");
+    assert.equal(created.userinfo.family_name, "Remote");
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+    await second.close();
+  });
+
+  it("auto update: names and e-mail follow the provider at each sign-in", async () => {
+    await addProvider("Upstream Update", { isAutoCreation: true, isAutoUpdate: true });
+    const upstreamUser = await addUpstreamHuman("ulla", { givenName: "Ulla", familyName: "Before" });
+    const signIn = async () => {
+      const { context, page } = await newPage();
+      const request = await authorization();
+      await page.goto(request.url);
+      await page.getByRole("link", { name: "Continue with Upstream Update" }).click();
+      await signInUpstream(page, "ulla");
+      const result = await request.redeem(page);
+      await context.close();
+      return result;
+    };
+    const first = await signIn();
+    assert.equal(first.userinfo.family_name, "Before");
+    const upstreamRest = restClient({ url: upstream.url }, () => upstream.pat);
+    const patched = await upstreamRest("PATCH", `${USERS}/${upstreamUser}`, {
+      json: {
+        human: {
+          profile: { family_name: "After", display_name: "Ulla After" },
+          email: { address: "ulla.after@upstream.test", is_verified: true },
+        },
+      },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    const second = await signIn();
+    assert.equal(second.claims.sub, first.claims.sub);
+    assert.equal(second.userinfo.family_name, "After");
+    assert.equal(second.userinfo.name, "Ulla After");
+    assert.equal(second.userinfo.email, "ulla.after@upstream.test");
+    assert.equal(second.userinfo.email_verified, true);
+    const user = await rest()("GET", `${USERS}/${first.claims.sub}`);
+    assert.equal(user.json.user.human.profile.family_name, "After");
+  });
+
+  it("codehost_b through PLATFORM_IDP_CODEHOST_B_ISSUER; the idp scope goes straight to the provider", async () => {
+    const providerId = await addProvider("Codehost B", { isAutoCreation: true }, { type: "codehost_b" });
+    await addUpstreamHuman("cody", { givenName: "Cody", familyName: "Hostman" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization(`urn:platform:iam:org:idp:id:${providerId}`);
+    await page.goto(request.url);
+    // no login-name page here: straight to the provider (the second instance, named only by the setting)
+    await signInUpstream(page, "cody");
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "cody");
+    assert.equal((await linksOf(claims.sub))[0].idp_id, providerId);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("manual linking: the person signs in with a local account of the organization to link it", async () => {
+    const providerId = await addProvider("Upstream Manual Link", { isManualLinkingAllowed: true });
+    const maxId = await addHuman(platform, "max", PASSWORD, { givenName: "Max", familyName: "Local" });
+    await addUpstreamHuman("maximilian", { givenName: "Max", familyName: "Remote" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream Manual Link" }).click();
+    await signInUpstream(page, "maximilian");
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.equal(await page.locator(".account-chip").count(), 0, "no proposal without auto linking");
+    const failures = await accessibility(page, "manual linking");
+    await page.getByLabel("Login name").fill("max");
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    const { claims } = await request.redeem(page);
+    assert.equal(claims.sub, maxId);
+    assert.equal((await linksOf(maxId))[0].idp_id, providerId);
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("refusals: an unknown provider, an unknown state, a cancelled sign-in, a state from another browser", async () => {
+    const unknown = await fetch(`${platform.url}/ui/login/idp/start?idp=nope`);
+    assert.equal(unknown.status, 404);
+    assert.match(await unknown.text(), /This sign-in option is not available here/);
+    const bogus = await fetch(`${platform.url}/ui/login/idp/callback?state=bogus&code=x`);
+    assert.equal(bogus.status, 400);
+    assert.match(await bogus.text(), /has expired or was already used/);
+
+    await addProvider("Upstream Cancel", { isAutoCreation: true });
+    const { context, page } = await newPage();
+    let state = "";
+    page.on("request", (r) => {
+      if (r.url().startsWith(`${upstream.url}/oauth/v2/authorize`))
+        state = new URL(r.url()).searchParams.get("state")!;
+    });
+    await page.goto((await authorization()).url);
+    await page.getByRole("link", { name: "Continue with Upstream Cancel" }).click();
+    await page.waitForURL(`${upstream.url}/ui/login/**`);
+    assert.ok(state);
+    // another browser (no cookie of this one) cannot use the state
+    const elsewhere = await fetch(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);
+    assert.equal(elsewhere.status, 400);
+    // the provider answers an error: nothing is created, the state is spent
+    const cancelled = await page.goto(
+      `${platform.url}/ui/login/idp/callback?state=${state}&error=access_denied`,
+    );
+    assert.equal(cancelled?.status(), 400);
+    assert.match(
+      (await page.getByRole("alert").textContent()) ?? "",
+      /The sign-in with Upstream Cancel was cancelled or refused/,
+    );
+    const again = await page.goto(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);
+    assert.equal(again?.status(), 400);
+    await context.close();
+  });
+
+  it("a plain OAuth 2.0 provider: the identity comes from its user endpoint (id_attribute)", async () => {
+    const providerId = await addProvider("Upstream OAuth", { isAutoCreation: true }, { type: "oauth" });
+    const upstreamUser = await addUpstreamHuman("otto", { givenName: "Otto", familyName: "Auth" });
+    const { context, page, problems } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream OAuth" }).click();
+    await signInUpstream(page, "otto");
+    const { claims, userinfo } = await request.redeem(page);
+    assert.equal(userinfo.preferred_username, "otto");
+    assert.equal(userinfo.family_name, "Auth");
+    assert.deepEqual(
+      (await linksOf(claims.sub)).map((l) => [l.idp_id, l.external_user_id]),
+      [[providerId, upstreamUser]],
+    );
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("a provider deactivated in an organization is missing from its login page and present in another's", async () => {
+    // an instance provider: visible in every organization, active while they inherit
+    const shared = await addProvider("Upstream Shared", { isAutoCreation: true }, { ctx: "" });
+    await addProvider("Upstream Default Only", { isAutoCreation: true });
+    const orgB = await addOrg(platform, "Org B");
+    const orgC = await addOrg(platform, "Org C");
+    const deactivated = await rest()("PATCH", `/resources/v3alpha/idps/oidc/${shared}?ctx.org_id=${orgB}`, {
+      json: { idp: { state_policy: "STATE_POLICY_DEACTIVATE" } },
+    });
+    assert.equal(deactivated.status, 200, deactivated.text);
+    const buttonsOf = async (scope: string) => {
+      const { context, page } = await newPage();
+      await page.goto((await authorization(scope)).url);
+      assert.equal(await heading(page), "Sign in");
+      const names = await page.locator(".idp-list a").allTextContents();
+      await context.close();
+      return names.map((n) => n.trim());
+    };
+    const inB = await buttonsOf(`urn:platform:iam:org:id:${orgB}`);
+    const inC = await buttonsOf(`urn:platform:iam:org:id:${orgC}`);
+    const inDefault = await buttonsOf(""); // the shop's project's organization
+    assert.ok(!inB.includes("Continue with Upstream Shared"), `org B: ${inB.join(", ")}`);
+    assert.ok(inC.includes("Continue with Upstream Shared"), `org C: ${inC.join(", ")}`);
+    assert.ok(inDefault.includes("Continue with Upstream Shared"), `default: ${inDefault.join(", ")}`);
+    // the default organization's own providers are not offered to the others
+    assert.ok(inDefault.includes("Continue with Upstream Default Only"));
+    assert.ok(!inC.includes("Continue with Upstream Default Only"));
+
+    // nor can org B reach it by the scope or a crafted link
+    const { context, page } = await newPage();
+    const direct = await authorization(
+      `urn:platform:iam:org:id:${orgB} urn:platform:iam:org:idp:id:${shared}`,
+    );
+    const answer = await page.goto(direct.url);
+    assert.equal(answer?.status(), 404);
+    assert.match((await page.getByRole("alert").textContent()) ?? "", /not available here/);
+    await context.close();
+
+    // signing in through it in org C creates the user there
+    const { context: c, page: inOrgC } = await newPage();
+    await addUpstreamHuman("carla", { givenName: "Carla", familyName: "C" });
+    const request = await authorization(`urn:platform:iam:org:id:${orgC}`);
+    await inOrgC.goto(request.url);
+    await inOrgC.getByRole("link", { name: "Continue with Upstream Shared" }).click();
+    await signInUpstream(inOrgC, "carla");
+    const { claims } = await request.redeem(inOrgC);
+    const user = await rest()("GET", `${USERS}/${claims.sub}`);
+    assert.equal(user.json.user.details.resource_owner.id, orgC);
+    await c.close();
+
+    // deleting the provider later: the link is still listed (and removable)
+    const removed = await rest()("DELETE", `/resources/v3alpha/idps/${shared}`);
+    assert.equal(removed.status, 200, removed.text);
+    assert.deepEqual(
+      (await linksOf(claims.sub)).map((l) => l.idp_id),
+      [shared],
+    );
+    assert.equal((await rest()("DELETE", `${USERS}/${claims.sub}/links/${shared}`)).status, 200);
+    assert.deepEqual(await linksOf(claims.sub), []);
+  });
+
+  it("auto linking by username proposes the user with the provider's username", async () => {
+    const providerId = await addProvider("Upstream By Name", { autoLinking: "username" });
+    const uweId = await addHuman(platform, "uwe", PASSWORD, { givenName: "Uwe", familyName: "Local" });
+    await addUpstreamHuman("uwe", {
+      givenName: "Uwe",
+      familyName: "Remote",
+      email: "uwe.elsewhere@upstream.test",
+    });
+    const { context, page } = await newPage();
+    const request = await authorization();
+    await page.goto(request.url);
+    await page.getByRole("link", { name: "Continue with Upstream By Name" }).click();
+    await signInUpstream(page, "uwe");
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.match((await page.locator(".account-chip").textContent()) ?? "", /uwe/);
+    assert.equal(
+      await page.getByLabel("Login name").count(),
+      0,
+      "only the proposed account (no manual linking)",
+    );
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    assert.equal((await request.redeem(page)).claims.sub, uweId);
+    assert.equal((await linksOf(uweId))[0].idp_id, providerId);
+    await context.close();
+  });
+});
