@@ -22,6 +22,8 @@
  * redirect to the provider.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { IDP } from "../../domain/idp/events.ts";
+import { ORG } from "../../domain/org/events.ts";
 import { holdOrg } from "../../domain/org/locks.ts";
 import { checkSession, createSession, findUser } from "../../domain/session/commands.ts";
 import {
@@ -120,11 +122,32 @@ export interface IdpButton {
   url: string;
 }
 
+/**
+ * How long the login-name page reuses an organization's provider list. This process's own changes to
+ * providers, policies and organizations apply at once; another process's within this time (the start route
+ * checks the provider again, so a provider deactivated meanwhile is refused there).
+ */
+const BUTTONS_CACHE_MS = 5_000;
+const BUTTONS_CACHE_MAX = 10_000;
+
 export class LoginIdps {
   readonly intents: IdpIntentStore;
+  /** Per instance and organization: the active providers' IDs and names (the login-name page's hot path). */
+  private readonly buttonCache = new Map<string, { idps: { id: string; name: string }[]; until: number }>();
 
   constructor(private readonly login: Login) {
     this.intents = new IdpIntentStore(login.deps.db);
+    login.deps.eventStore.onCommitted((events) => {
+      for (const e of events) {
+        if (e.aggregateType === IDP || e.aggregateType === ORG) this.forgetInstance(e.instanceId);
+      }
+    });
+  }
+
+  private forgetInstance(instanceId: string): void {
+    for (const key of this.buttonCache.keys()) {
+      if (key.startsWith(`${instanceId}\u0000`)) this.buttonCache.delete(key);
+    }
   }
 
   /** The organization of a sign-in: requested by scope, else the app's project's, else the default. */
@@ -146,8 +169,17 @@ export class LoginIdps {
     const { masterKey, db } = this.login.deps;
     if (!masterKey) return [];
     const orgId = await this.signInOrg(request, authRequest);
-    const idps = await activeIdpsForOrg(db, masterKey, this.login.instanceId(request), orgId);
-    return idps.map((idp) => ({ id: idp.id, name: idp.name, url: startUrl(idp.id, authRequest?.id) }));
+    const instanceId = this.login.instanceId(request);
+    const key = `${instanceId}\u0000${orgId}`;
+    let cached = this.buttonCache.get(key);
+    if (!cached || cached.until <= Date.now()) {
+      const idps = await activeIdpsForOrg(db, masterKey, instanceId, orgId);
+      cached = { idps: idps.map(({ id, name }) => ({ id, name })), until: Date.now() + BUTTONS_CACHE_MS };
+      if (this.buttonCache.size >= BUTTONS_CACHE_MAX)
+        this.buttonCache.delete(this.buttonCache.keys().next().value!);
+      this.buttonCache.set(key, cached);
+    }
+    return cached.idps.map((idp) => ({ ...idp, url: startUrl(idp.id, authRequest?.id) }));
   }
 
   /** The provider if it is active in the organization; null otherwise (or without a master key). */
