@@ -553,6 +553,10 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
         {},
         { idp: { name: `Renamed ${type}` } },
         { config: { client_id: "only-this" } },
+        // the same options and configuration again (stored as jsonb: key order must not matter)
+        { idp: { options: { is_auto_update: true, auto_linking: "AUTO_LINKING_OPTION_USERNAME" } } },
+        { idp: { state_policy: "STATE_POLICY_ACTIVATE" } },
+        { config: { ...changes[type], client_id: "only-this" } },
       ]) {
         const same = await rest("PATCH", path, { json });
         assert.equal(same.status, 200, same.text);
