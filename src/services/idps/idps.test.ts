@@ -574,6 +574,16 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
     const got = await rest("GET", path);
     assert.equal(got.json.idp.state, "EFFECTIVE_STATE_INACTIVE");
     assert.equal(got.json.idp.idp.idp.state_policy, "STATE_POLICY_DEACTIVATE");
+    // an explicit UNSPECIFIED in a patch is no policy (refused as in a child context): it must not
+    // silently reactivate a provider that was switched off
+    for (const state_policy of ["STATE_POLICY_UNSPECIFIED", 0])
+      await rejects(
+        () => rest("PATCH", path, { json: { idp: { state_policy } } }),
+        400,
+        3,
+        "idp.idp.state_policy: must be STATE_POLICY_ACTIVATE or STATE_POLICY_DEACTIVATE",
+      );
+    assert.equal((await rest("GET", path)).json.idp.state, "EFFECTIVE_STATE_INACTIVE");
     assert.equal(
       (await rest("PATCH", path, { json: { idp: { state_policy: "STATE_POLICY_ACTIVATE" } } })).status,
       200,
