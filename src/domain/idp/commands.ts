@@ -96,7 +96,20 @@ export interface IdpChange {
   clientSecret?: { sealed: string; isCurrent(currentSealed: string): boolean };
 }
 
-const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** JSON with the keys of every object sorted: event payloads are stored as jsonb, which reorders keys. */
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value !== null && typeof value === "object")
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((key) => [key, canonical((value as Record<string, unknown>)[key])]),
+    );
+  return value;
+}
+
+/** Whether two values are equal as JSON, whatever the order of their keys. */
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
 
 /**
  * Changes what differs (no event when nothing differs). NOT_FOUND when the provider does not exist or is

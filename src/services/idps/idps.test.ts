@@ -553,6 +553,10 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
         {},
         { idp: { name: `Renamed ${type}` } },
         { config: { client_id: "only-this" } },
+        // the same options and configuration again (stored as jsonb: key order must not matter)
+        { idp: { options: { is_auto_update: true, auto_linking: "AUTO_LINKING_OPTION_USERNAME" } } },
+        { idp: { state_policy: "STATE_POLICY_ACTIVATE" } },
+        { config: { ...changes[type], client_id: "only-this" } },
       ]) {
         const same = await rest("PATCH", path, { json });
         assert.equal(same.status, 200, same.text);
@@ -570,6 +574,16 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
     const got = await rest("GET", path);
     assert.equal(got.json.idp.state, "EFFECTIVE_STATE_INACTIVE");
     assert.equal(got.json.idp.idp.idp.state_policy, "STATE_POLICY_DEACTIVATE");
+    // an explicit UNSPECIFIED in a patch is no policy (refused as in a child context): it must not
+    // silently reactivate a provider that was switched off
+    for (const state_policy of ["STATE_POLICY_UNSPECIFIED", 0])
+      await rejects(
+        () => rest("PATCH", path, { json: { idp: { state_policy } } }),
+        400,
+        3,
+        "idp.idp.state_policy: must be STATE_POLICY_ACTIVATE or STATE_POLICY_DEACTIVATE",
+      );
+    assert.equal((await rest("GET", path)).json.idp.state, "EFFECTIVE_STATE_INACTIVE");
     assert.equal(
       (await rest("PATCH", path, { json: { idp: { state_policy: "STATE_POLICY_ACTIVATE" } } })).status,
       200,

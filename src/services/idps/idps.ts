@@ -88,6 +88,17 @@ function ownerState(policy: StatePolicy | undefined, field: string): IdpState {
   return policy === StatePolicy.DEACTIVATE ? 2 : 1;
 }
 
+/**
+ * The state a patch in the owning context sets. Unlike a create (where an unspecified policy means
+ * ACTIVATE), an explicit UNSPECIFIED in a patch names no policy: refused as in a child context, so it cannot
+ * silently reactivate a provider that was switched off.
+ */
+function ownerPatchState(policy: StatePolicy, field: string): IdpState {
+  if (policy === StatePolicy.UNSPECIFIED)
+    throw new InvalidArgumentError("must be STATE_POLICY_ACTIVATE or STATE_POLICY_DEACTIVATE", field);
+  return ownerState(policy, field);
+}
+
 /** Configuration of one provider type: how requests map to the stored configuration and back. */
 interface TypeSpec {
   type: IdpType;
@@ -444,7 +455,7 @@ function typedRpcs(deps: ServiceDeps, spec: TypeSpec) {
         state:
           patch?.idp?.statePolicy === undefined
             ? undefined
-            : ownerState(patch.idp.statePolicy, "idp.idp.state_policy"),
+            : ownerPatchState(patch.idp.statePolicy, "idp.idp.state_policy"),
         options: patch?.idp?.options ? optionsOf(patch.idp.options) : undefined,
         config: config.config,
         clientSecret:
