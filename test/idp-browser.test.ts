@@ -294,6 +294,15 @@ describe("signing in with an external OpenID Connect provider (a second Platform
       links.map((l) => [l.idp_id, l.external_user_id, l.external_username]),
       [[providerId, upstreamUser, "uma"]],
     );
+    // the sessions API shows the provider check, and no password check
+    const sessions = await rest()("POST", "/resources/v3alpha/sessions/_search", [
+      { user_id: { user_id: claims.sub } },
+    ]);
+    assert.equal(sessions.status, 200, sessions.text);
+    const [session] = sessions.json.result;
+    assert.equal(session.session.factors.idp.idp_id, providerId);
+    assert.ok(Date.parse(session.session.factors.idp.verified_at) > 0);
+    assert.equal(session.session.factors.password, undefined);
 
     // the next sign-in with the provider finds the link (no second user)
     const { context: second, page: again } = await newPage();

@@ -3,7 +3,7 @@ import { USER, UserEvent } from "../../domain/user/events.ts";
 import type { EventHandler, Projection } from "../../eventstore/types.ts";
 
 /** Sets a check time (the event's time) and the version columns. */
-function checked(column: "user_checked_at" | "password_checked_at" | "idp_checked_at"): EventHandler {
+function checked(column: "user_checked_at" | "password_checked_at"): EventHandler {
   return async (tx, e) => {
     await tx.query(
       `UPDATE sessions SET ${column} = $3, changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2`,
@@ -37,7 +37,13 @@ export const sessionsProjection: Projection = {
     },
     [SessionEvent.userChecked]: checked("user_checked_at"),
     [SessionEvent.passwordChecked]: checked("password_checked_at"),
-    [SessionEvent.idpChecked]: checked("idp_checked_at"),
+    [SessionEvent.idpChecked]: async (tx, e) => {
+      await tx.query(
+        `UPDATE sessions SET idp_checked_at = $3, idp_id = $4, changed_at = $3, sequence = $5
+         WHERE instance_id = $1 AND id = $2`,
+        [e.instanceId, e.aggregateId, e.createdAt, String(e.payload?.idp_id ?? ""), e.sequence],
+      );
+    },
     [SessionEvent.terminated]: async (tx, e) => {
       await tx.query("DELETE FROM sessions WHERE instance_id = $1 AND id = $2", [
         e.instanceId,

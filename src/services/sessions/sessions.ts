@@ -20,6 +20,7 @@ import {
   FactorsSchema,
   type GetSession,
   GetSessionSchema,
+  IdpFactorSchema,
   PasswordFactorSchema,
   SessionFieldName,
   SessionSchema,
@@ -46,6 +47,8 @@ interface SessionRow {
   creator: string;
   user_checked_at: Date | null;
   password_checked_at: Date | null;
+  idp_checked_at: Date | null;
+  idp_id: string | null;
   created_at: Date;
   changed_at: Date;
   sequence: number;
@@ -58,7 +61,8 @@ interface SessionRow {
   [key: string]: unknown;
 }
 
-const SELECT = `s.id, s.user_id, s.org_id, s.creator, s.user_checked_at, s.password_checked_at, s.created_at,
+const SELECT = `s.id, s.user_id, s.org_id, s.creator, s.user_checked_at, s.password_checked_at, s.idp_checked_at,
+  s.idp_id, s.created_at,
   s.changed_at, s.sequence, u.username, u.display_name, u.given_name, u.family_name, u.machine_name, o.primary_domain`;
 const FROM = `sessions s
   LEFT JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id
@@ -111,6 +115,9 @@ function toGetSession(row: SessionRow): GetSession {
           : undefined,
         password: row.password_checked_at
           ? create(PasswordFactorSchema, { verifiedAt: ts(row.password_checked_at) })
+          : undefined,
+        idp: row.idp_checked_at
+          ? create(IdpFactorSchema, { idpId: row.idp_id ?? "", verifiedAt: ts(row.idp_checked_at) })
           : undefined,
       }),
     }),

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/resources/session/v3alpha/session.proto.
  */
 export const file_platform_resources_session_v3alpha_session: GenFile = /*@__PURE__*/
-  fileDesc("CjBwbGF0Zm9ybS9yZXNvdXJjZXMvc2Vzc2lvbi92M2FscGhhL3Nlc3Npb24ucHJvdG8SInBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEiWgoJQ2hlY2tVc2VyEhwKB3VzZXJfaWQYASABKAlCCcrzGAUQARjIAUgAEh8KCmxvZ2luX25hbWUYAiABKAlCCcrzGAUQARj0A0gAQg4KBnNlYXJjaBIEyPMYASIsCg1DaGVja1Bhc3N3b3JkEhsKCHBhc3N3b3JkGAEgASgJQgnK8xgFCAEY6AcinwEKE0NyZWF0ZVNlc3Npb25DaGVja3MSQwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyQgbK8xgCCAESQwoIcGFzc3dvcmQYAiABKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrUGFzc3dvcmQikQEKDVNlc3Npb25DaGVja3MSOwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyEkMKCHBhc3N3b3JkGAIgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1Bhc3N3b3JkIl0KCk5ld1Nlc3Npb24STwoGY2hlY2tzGAEgASgLMjcucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DcmVhdGVTZXNzaW9uQ2hlY2tzQgbK8xgCCAEicwoMUGF0Y2hTZXNzaW9uEiAKDXNlc3Npb25fdG9rZW4YASABKAlCCcrzGAUIARjIARJBCgZjaGVja3MYAiABKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25DaGVja3MiUwoLU2Vzc2lvblVzZXISCgoCaWQYASABKAkSEgoKbG9naW5fbmFtZRgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSDgoGb3JnX2lkGAQgASgJIj0KClVzZXJGYWN0b3ISLwoLdmVyaWZpZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkEKDlBhc3N3b3JkRmFjdG9yEi8KC3ZlcmlmaWVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKNAQoHRmFjdG9ycxI8CgR1c2VyGAEgASgLMi4ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5Vc2VyRmFjdG9yEkQKCHBhc3N3b3JkGAIgASgLMjIucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5QYXNzd29yZEZhY3RvciL2AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIxCg1jcmVhdGlvbl9kYXRlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjaGFuZ2VfZGF0ZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPQoEdXNlchgEIAEoCzIvLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvblVzZXISPAoHZmFjdG9ycxgFIAEoCzIrLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuRmFjdG9ycyJ9CgpHZXRTZXNzaW9uEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEjwKB3Nlc3Npb24YAiABKAsyKy5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb24iMQoTU2Vzc2lvblVzZXJJREZpbHRlchIaCgd1c2VyX2lkGAEgASgJQgnK8xgFCAEYyAEingEKGVNlc3Npb25DcmVhdGlvbkRhdGVGaWx0ZXISOQoNY3JlYXRpb25fZGF0ZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBsrzGAIIARJGCgZtZXRob2QYAiABKA4yLi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5UaW1lc3RhbXBGaWx0ZXJNZXRob2RCBsrzGAIwASIvChJJblNlc3Npb25JRHNGaWx0ZXISGQoDaWRzGAEgAygJQgzK8xgIEAEYyAFA6AcikwIKE1Nlc3Npb25TZWFyY2hGaWx0ZXISSgoHdXNlcl9pZBgBIAEoCzI3LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvblVzZXJJREZpbHRlckgAElYKDWNyZWF0aW9uX2RhdGUYAiABKAsyPS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25DcmVhdGlvbkRhdGVGaWx0ZXJIABJICgZpbl9pZHMYAyABKAsyNi5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkluU2Vzc2lvbklEc0ZpbHRlckgAQg4KBmZpbHRlchIEyPMYASqbAQoQU2Vzc2lvbkZpZWxkTmFtZRIiCh5TRVNTSU9OX0ZJRUxEX05BTUVfVU5TUEVDSUZJRUQQABIZChVTRVNTSU9OX0ZJRUxEX05BTUVfSUQQARIkCiBTRVNTSU9OX0ZJRUxEX05BTUVfQ1JFQVRJT05fREFURRACEiIKHlNFU1NJT05fRklFTERfTkFNRV9DSEFOR0VfREFURRADYgZwcm90bzM", [file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("CjBwbGF0Zm9ybS9yZXNvdXJjZXMvc2Vzc2lvbi92M2FscGhhL3Nlc3Npb24ucHJvdG8SInBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEiWgoJQ2hlY2tVc2VyEhwKB3VzZXJfaWQYASABKAlCCcrzGAUQARjIAUgAEh8KCmxvZ2luX25hbWUYAiABKAlCCcrzGAUQARj0A0gAQg4KBnNlYXJjaBIEyPMYASIsCg1DaGVja1Bhc3N3b3JkEhsKCHBhc3N3b3JkGAEgASgJQgnK8xgFCAEY6AcinwEKE0NyZWF0ZVNlc3Npb25DaGVja3MSQwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyQgbK8xgCCAESQwoIcGFzc3dvcmQYAiABKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrUGFzc3dvcmQikQEKDVNlc3Npb25DaGVja3MSOwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyEkMKCHBhc3N3b3JkGAIgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1Bhc3N3b3JkIl0KCk5ld1Nlc3Npb24STwoGY2hlY2tzGAEgASgLMjcucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DcmVhdGVTZXNzaW9uQ2hlY2tzQgbK8xgCCAEicwoMUGF0Y2hTZXNzaW9uEiAKDXNlc3Npb25fdG9rZW4YASABKAlCCcrzGAUIARjIARJBCgZjaGVja3MYAiABKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25DaGVja3MiUwoLU2Vzc2lvblVzZXISCgoCaWQYASABKAkSEgoKbG9naW5fbmFtZRgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSDgoGb3JnX2lkGAQgASgJIj0KClVzZXJGYWN0b3ISLwoLdmVyaWZpZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkEKDlBhc3N3b3JkRmFjdG9yEi8KC3ZlcmlmaWVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJMCglJZHBGYWN0b3ISDgoGaWRwX2lkGAEgASgJEi8KC3ZlcmlmaWVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLJAQoHRmFjdG9ycxI8CgR1c2VyGAEgASgLMi4ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5Vc2VyRmFjdG9yEkQKCHBhc3N3b3JkGAIgASgLMjIucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5QYXNzd29yZEZhY3RvchI6CgNpZHAYAyABKAsyLS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLklkcEZhY3RvciL2AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIxCg1jcmVhdGlvbl9kYXRlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjaGFuZ2VfZGF0ZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPQoEdXNlchgEIAEoCzIvLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvblVzZXISPAoHZmFjdG9ycxgFIAEoCzIrLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuRmFjdG9ycyJ9CgpHZXRTZXNzaW9uEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEjwKB3Nlc3Npb24YAiABKAsyKy5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb24iMQoTU2Vzc2lvblVzZXJJREZpbHRlchIaCgd1c2VyX2lkGAEgASgJQgnK8xgFCAEYyAEingEKGVNlc3Npb25DcmVhdGlvbkRhdGVGaWx0ZXISOQoNY3JlYXRpb25fZGF0ZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBsrzGAIIARJGCgZtZXRob2QYAiABKA4yLi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5UaW1lc3RhbXBGaWx0ZXJNZXRob2RCBsrzGAIwASIvChJJblNlc3Npb25JRHNGaWx0ZXISGQoDaWRzGAEgAygJQgzK8xgIEAEYyAFA6AcikwIKE1Nlc3Npb25TZWFyY2hGaWx0ZXISSgoHdXNlcl9pZBgBIAEoCzI3LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvblVzZXJJREZpbHRlckgAElYKDWNyZWF0aW9uX2RhdGUYAiABKAsyPS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25DcmVhdGlvbkRhdGVGaWx0ZXJIABJICgZpbl9pZHMYAyABKAsyNi5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkluU2Vzc2lvbklEc0ZpbHRlckgAQg4KBmZpbHRlchIEyPMYASqbAQoQU2Vzc2lvbkZpZWxkTmFtZRIiCh5TRVNTSU9OX0ZJRUxEX05BTUVfVU5TUEVDSUZJRUQQABIZChVTRVNTSU9OX0ZJRUxEX05BTUVfSUQQARIkCiBTRVNTSU9OX0ZJRUxEX05BTUVfQ1JFQVRJT05fREFURRACEiIKHlNFU1NJT05fRklFTERfTkFNRV9DSEFOR0VfREFURRADYgZwcm90bzM", [file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
  * Identifies the user of a session: by login name or by user ID (exactly one).
@@ -270,6 +270,34 @@ export const PasswordFactorSchema: GenMessage<PasswordFactor> = /*@__PURE__*/
   messageDesc(file_platform_resources_session_v3alpha_session, 8);
 
 /**
+ * A sign-in through an external identity provider (the login UI's "Continue with ..."), linked to the user.
+ *
+ * @generated from message platform.resources.session.v3alpha.IdpFactor
+ */
+export type IdpFactor = Message<"platform.resources.session.v3alpha.IdpFactor"> & {
+  /**
+   * The identity provider of the last such sign-in.
+   *
+   * @generated from field: string idp_id = 1;
+   */
+  idpId: string;
+
+  /**
+   * When the provider last confirmed the identity.
+   *
+   * @generated from field: google.protobuf.Timestamp verified_at = 2;
+   */
+  verifiedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.IdpFactor.
+ * Use `create(IdpFactorSchema)` to create a new message.
+ */
+export const IdpFactorSchema: GenMessage<IdpFactor> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 9);
+
+/**
  * The checks a session passed, with their times (unset: not passed).
  *
  * @generated from message platform.resources.session.v3alpha.Factors
@@ -288,6 +316,13 @@ export type Factors = Message<"platform.resources.session.v3alpha.Factors"> & {
    * @generated from field: platform.resources.session.v3alpha.PasswordFactor password = 2;
    */
   password?: PasswordFactor | undefined;
+
+  /**
+   * The identity provider check (sessions of the login UI only; the API cannot add it).
+   *
+   * @generated from field: platform.resources.session.v3alpha.IdpFactor idp = 3;
+   */
+  idp?: IdpFactor | undefined;
 };
 
 /**
@@ -295,7 +330,7 @@ export type Factors = Message<"platform.resources.session.v3alpha.Factors"> & {
  * Use `create(FactorsSchema)` to create a new message.
  */
 export const FactorsSchema: GenMessage<Factors> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 9);
+  messageDesc(file_platform_resources_session_v3alpha_session, 10);
 
 /**
  * A session. Neither the session token nor a password is ever returned.
@@ -344,7 +379,7 @@ export type Session = Message<"platform.resources.session.v3alpha.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 10);
+  messageDesc(file_platform_resources_session_v3alpha_session, 11);
 
 /**
  * A session with its details.
@@ -372,7 +407,7 @@ export type GetSession = Message<"platform.resources.session.v3alpha.GetSession"
  * Use `create(GetSessionSchema)` to create a new message.
  */
 export const GetSessionSchema: GenMessage<GetSession> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 11);
+  messageDesc(file_platform_resources_session_v3alpha_session, 12);
 
 /**
  * Sessions of one user.
@@ -393,7 +428,7 @@ export type SessionUserIDFilter = Message<"platform.resources.session.v3alpha.Se
  * Use `create(SessionUserIDFilterSchema)` to create a new message.
  */
 export const SessionUserIDFilterSchema: GenMessage<SessionUserIDFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 12);
+  messageDesc(file_platform_resources_session_v3alpha_session, 13);
 
 /**
  * Sessions by creation date.
@@ -421,7 +456,7 @@ export type SessionCreationDateFilter = Message<"platform.resources.session.v3al
  * Use `create(SessionCreationDateFilterSchema)` to create a new message.
  */
 export const SessionCreationDateFilterSchema: GenMessage<SessionCreationDateFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 13);
+  messageDesc(file_platform_resources_session_v3alpha_session, 14);
 
 /**
  * Sessions with one of the IDs.
@@ -442,7 +477,7 @@ export type InSessionIDsFilter = Message<"platform.resources.session.v3alpha.InS
  * Use `create(InSessionIDsFilterSchema)` to create a new message.
  */
 export const InSessionIDsFilterSchema: GenMessage<InSessionIDsFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 14);
+  messageDesc(file_platform_resources_session_v3alpha_session, 15);
 
 /**
  * A filter of SearchSessions (exactly one member). Several filters must all match.
@@ -487,7 +522,7 @@ export type SessionSearchFilter = Message<"platform.resources.session.v3alpha.Se
  * Use `create(SessionSearchFilterSchema)` to create a new message.
  */
 export const SessionSearchFilterSchema: GenMessage<SessionSearchFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 15);
+  messageDesc(file_platform_resources_session_v3alpha_session, 16);
 
 /**
  * Sort column of SearchSessions.
