@@ -191,7 +191,7 @@ export const variables: VariableSpec[] = [
   {
     name: "PLATFORM_EXECUTION_DENY_LIST",
     description:
-      "comma-separated IPs, CIDR networks and host names (*.domain) action targets may not reach (see docs/actions.md)",
+      "comma-separated IPs, CIDR networks and host names (*.domain) action targets and identity providers may not reach (see docs/actions.md)",
   },
   {
     name: "PLATFORM_EXECUTION_MAX_ATTEMPTS",

@@ -56,7 +56,12 @@ before(async () => {
   [platform, browser, app] = await Promise.all([
     startPlatform({
       listen: true,
-      env: { PLATFORM_PORT: String(port), PLATFORM_IDP_CODEHOST_B_ISSUER: upstream.url },
+      env: {
+        PLATFORM_PORT: String(port),
+        PLATFORM_IDP_CODEHOST_B_ISSUER: upstream.url,
+        // the upstream instance is also at 127.0.0.2 (loopback too), which the operator closed
+        PLATFORM_EXECUTION_DENY_LIST: "127.0.0.2",
+      },
     }),
     launchChromium(),
     startClientApp(),
@@ -68,7 +73,7 @@ before(async () => {
   upstream.pat = randomToken();
   const second = await createInstance(platform.eventStore, "test", {
     name: "Upstream",
-    domains: ["127.0.0.1"],
+    domains: ["127.0.0.1", "127.0.0.2"],
     orgName: "Upstream",
     admin: { username: "upstream-admin", passwordHash: "x", passwordChangeRequired: false },
     machine: { username: "upstream-owner", patHash: sha256(upstream.pat) },
@@ -295,11 +300,13 @@ describe("signing in with an external OpenID Connect provider (a second Platform
       [[providerId, upstreamUser, "uma"]],
     );
     // the sessions API shows the provider check, and no password check
-    const sessions = await rest()("POST", "/resources/v3alpha/sessions/_search", [
-      { user_id: { user_id: claims.sub } },
-    ]);
+    const sessions = await rest()("POST", "/resources/v3alpha/sessions/_search", {
+      json: [{ user_id: { user_id: claims.sub } }],
+    });
     assert.equal(sessions.status, 200, sessions.text);
+    assert.equal(sessions.json.result.length, 1, sessions.text);
     const [session] = sessions.json.result;
+    assert.equal(session.session.user.id, claims.sub);
     assert.equal(session.session.factors.idp.idp_id, providerId);
     assert.ok(Date.parse(session.session.factors.idp.verified_at) > 0);
     assert.equal(session.session.factors.password, undefined);
@@ -561,6 +568,36 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     );
     const again = await page.goto(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);
     assert.equal(again?.status(), 400);
+    await context.close();
+  });
+
+  it("a provider at an address of PLATFORM_EXECUTION_DENY_LIST is not contacted: the sign-in stops with an error", async () => {
+    const denied = upstream.url.replace("127.0.0.1", "127.0.0.2");
+    // the same provider, reachable at that address (for this test's client, which has no deny list)
+    const reachable = await fetch(`${denied}/.well-known/openid-configuration`);
+    assert.equal(reachable.status, 200);
+    assert.equal(((await reachable.json()) as { issuer: string }).issuer, denied);
+    const providerId = await addProvider("Upstream Closed", { isAutoCreation: true });
+    const patched = await rest()("PATCH", `/resources/v3alpha/idps/oidc/${providerId}?ctx.org_id=${orgId}`, {
+      json: { config: { issuer: denied } },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    const { context, page } = await newPage();
+    const contacted: string[] = [];
+    page.on("request", (r) => {
+      if (r.url().startsWith(denied)) contacted.push(r.url());
+    });
+    await page.goto((await authorization()).url);
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => r.url().includes("/ui/login/idp/start")),
+      page.getByRole("link", { name: "Continue with Upstream Closed" }).click(),
+    ]);
+    assert.equal(response.status(), 502);
+    assert.match(
+      (await page.getByRole("alert").textContent()) ?? "",
+      /The sign-in with Upstream Closed did not work: the provider could not be reached/,
+    );
+    assert.deepEqual(contacted, [], "the browser was not sent to the provider either");
     await context.close();
   });
 

@@ -26,6 +26,7 @@ export class CallFailure extends Error {
 
 export interface CallAnswer {
   status: number;
+  headers: http.IncomingHttpHeaders;
   body: Buffer;
 }
 
@@ -33,6 +34,8 @@ export interface HttpCallerOptions {
   denyList: DenyList;
   /** Largest answer body read; a larger answer is a failure ("too_large"). */
   maxResponseBytes: number;
+  /** `User-Agent` of the calls (default `Platform-Execution/1`). */
+  userAgent?: string;
 }
 
 const USER_AGENT = "Platform-Execution/1";
@@ -57,12 +60,31 @@ export class HttpCaller {
   }
 
   /**
-   * POSTs `body` to `url`. Resolves with any answer (the caller judges its status); rejects with a
+   * POSTs the JSON `body` to `url`. Resolves with any answer (the caller judges its status); rejects with a
    * CallFailure when there is none in time, the address is denied, or the answer is too large.
    */
   post(
     url: string,
     body: string,
+    headers: Record<string, string>,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<CallAnswer> {
+    return this.send(
+      "POST",
+      url,
+      body,
+      { "content-type": "application/json", ...headers },
+      timeoutMs,
+      signal,
+    );
+  }
+
+  /** Any request, under the same rules as `post` (deny list, timeout, size limit, no redirects followed). */
+  send(
+    method: string,
+    url: string,
+    body: string | undefined,
     headers: Record<string, string>,
     timeoutMs: number,
     signal?: AbortSignal,
@@ -108,14 +130,13 @@ export class HttpCaller {
         reject(failure);
       };
       const request = (secure ? https : http).request(target, {
-        method: "POST",
+        method,
         agent: secure ? this.httpsAgent : this.httpAgent,
         // IP literals are not looked up by Node: the deniesHost check above covered them.
         lookup: isIP(target.hostname.replace(/^\[|\]$/g, "")) ? undefined : lookup,
         headers: {
-          "content-type": "application/json",
-          "content-length": String(Buffer.byteLength(body)),
-          "user-agent": USER_AGENT,
+          ...(body === undefined ? {} : { "content-length": String(Buffer.byteLength(body)) }),
+          "user-agent": this.options.userAgent ?? USER_AGENT,
           ...headers,
         },
       });
@@ -153,12 +174,55 @@ export class HttpCaller {
           settled = true;
           clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);
-          resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks) });
+          resolve({
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            body: Buffer.concat(chunks),
+          });
         });
       });
       request.end(body);
     });
   }
+}
+
+/**
+ * A Fetch API function over `caller` (for libraries that take one, such as openid-client's `customFetch`):
+ * the same deny list, timeout and size limit as target calls. Failures reject as fetch does (a TypeError
+ * whose `cause` is the CallFailure).
+ */
+export function fetchThrough(
+  caller: HttpCaller,
+  timeoutMs: number,
+): (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body?: unknown; signal?: AbortSignal },
+) => Promise<Response> {
+  return async (url, init) => {
+    const body =
+      init.body === undefined || init.body === null
+        ? undefined
+        : typeof init.body === "string"
+          ? init.body
+          : init.body instanceof URLSearchParams
+            ? init.body.toString()
+            : undefined;
+    if (init.body != null && body === undefined) throw new TypeError("unsupported request body");
+    const headers = Object.fromEntries(new Headers(init.headers).entries());
+    let answer: CallAnswer;
+    try {
+      answer = await caller.send(init.method, url, body, headers, timeoutMs, init.signal);
+    } catch (error) {
+      throw new TypeError(`fetch failed: ${(error as Error).message}`, { cause: error });
+    }
+    const responseHeaders = new Headers();
+    for (const [name, value] of Object.entries(answer.headers)) {
+      for (const one of Array.isArray(value) ? value : value === undefined ? [] : [value])
+        responseHeaders.append(name, one);
+    }
+    const empty = answer.status === 204 || answer.status === 304 || init.method === "HEAD";
+    return new Response(empty ? null : answer.body, { status: answer.status, headers: responseHeaders });
+  };
 }
 
 /** `2s`, `1.5s`, `250ms`. */

@@ -38,10 +38,21 @@ export interface AuthorizationChecks {
 
 const DISCOVERY_TTL_MS = 5 * 60 * 1000;
 const TIMEOUT_SECONDS = 10;
+
+/**
+ * How this process reaches providers: the codehost_b issuer, and the fetch every request to a provider
+ * goes through (discovery, keys, token, userinfo, user endpoint): src/execution/http.ts's caller with the
+ * operator's deny list (PLATFORM_EXECUTION_DENY_LIST), so an organization owner cannot point a provider at
+ * an address the operator closed to action targets.
+ */
+export interface ProviderAccess {
+  codehostBIssuer: string;
+  fetch: client.CustomFetch;
+}
 const discovered = new Map<string, { config: Promise<client.Configuration>; expires: number }>();
 
 /** The issuer of an OIDC-based provider (undefined for plain OAuth 2.0). */
-export function issuerOf(idp: LoginIdp, codehostBIssuer: string): string | undefined {
+function issuerOf(idp: LoginIdp, codehostBIssuer: string): string | undefined {
   if (idp.type === "codehost_b") return codehostBIssuer;
   if (idp.type === "oauth") return undefined;
   return idp.config.issuer;
@@ -51,16 +62,15 @@ export function issuerOf(idp: LoginIdp, codehostBIssuer: string): string | undef
  * openid-client talks https only; a provider at an `http:` address (a local provider in development and
  * tests, an issuer set by the operator) is allowed explicitly.
  */
-function options(url: string) {
-  return url.startsWith("http:")
-    ? { execute: [client.allowInsecureRequests], timeout: TIMEOUT_SECONDS }
-    : { timeout: TIMEOUT_SECONDS };
+function options(url: string, access: ProviderAccess) {
+  const common = { timeout: TIMEOUT_SECONDS, [client.customFetch]: access.fetch };
+  return url.startsWith("http:") ? { ...common, execute: [client.allowInsecureRequests] } : common;
 }
 
 /** The provider's client configuration (discovery cached for 5 minutes per issuer and client). */
-export async function configurationOf(idp: LoginIdp, codehostBIssuer: string): Promise<client.Configuration> {
+async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<client.Configuration> {
   const auth = client.ClientSecretBasic(idp.config.clientSecret);
-  const issuer = issuerOf(idp, codehostBIssuer);
+  const issuer = issuerOf(idp, access.codehostBIssuer);
   if (issuer === undefined) {
     const config = new client.Configuration(
       {
@@ -74,6 +84,7 @@ export async function configurationOf(idp: LoginIdp, codehostBIssuer: string): P
     );
     if (idp.config.authorizationEndpoint?.startsWith("http:")) client.allowInsecureRequests(config);
     config.timeout = TIMEOUT_SECONDS;
+    config[client.customFetch] = access.fetch;
     return config;
   }
   const key = JSON.stringify([issuer, idp.config.clientId, idp.config.clientSecret]);
@@ -84,7 +95,7 @@ export async function configurationOf(idp: LoginIdp, codehostBIssuer: string): P
     idp.config.clientId,
     idp.config.clientSecret,
     auth,
-    options(issuer),
+    options(issuer, access),
   );
   discovered.set(key, { config, expires: Date.now() + DISCOVERY_TTL_MS });
   config.catch(() => discovered.delete(key));
@@ -94,11 +105,11 @@ export async function configurationOf(idp: LoginIdp, codehostBIssuer: string): P
 /** The provider's authorization URL for a sign-in, and the checks the callback needs. */
 export async function authorizationRequest(
   idp: LoginIdp,
-  codehostBIssuer: string,
+  access: ProviderAccess,
   redirectUri: string,
   state: string,
 ): Promise<{ url: URL; checks: AuthorizationChecks }> {
-  const config = await configurationOf(idp, codehostBIssuer);
+  const config = await configurationOf(idp, access);
   const codeVerifier = client.randomPKCECodeVerifier();
   const nonce = client.randomNonce();
   const oidc = idp.type !== "oauth";
@@ -142,11 +153,11 @@ export function identityOfClaims(claims: Record<string, unknown>): ExternalIdent
  */
 export async function finishAuthorization(
   idp: LoginIdp,
-  codehostBIssuer: string,
+  access: ProviderAccess,
   callbackUrl: URL,
   checks: AuthorizationChecks,
 ): Promise<ExternalIdentity> {
-  const config = await configurationOf(idp, codehostBIssuer);
+  const config = await configurationOf(idp, access);
   if (idp.type === "oauth") {
     const tokens = await client.authorizationCodeGrant(config, callbackUrl, {
       pkceCodeVerifier: checks.codeVerifier,

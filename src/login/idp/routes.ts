@@ -40,6 +40,8 @@ import {
   InvalidArgumentError,
   NotFoundError,
 } from "../../errors.ts";
+import { DenyList } from "../../execution/deny-list.ts";
+import { fetchThrough, HttpCaller } from "../../execution/http.ts";
 import { newId } from "../../id.ts";
 import { issuerFor } from "../../oidc/issuer.ts";
 import { appByClientId } from "../../query/apps.ts";
@@ -51,7 +53,12 @@ import { initials, type PageContext, sendPage } from "../render.ts";
 import type { LoginSession } from "../sessions.ts";
 import { readUserAgent, type UserAgent } from "../user-agent.ts";
 import { type IdpIntent, IdpIntentStore, newIntentId } from "./intents.ts";
-import { authorizationRequest, type ExternalIdentity, finishAuthorization } from "./provider.ts";
+import {
+  authorizationRequest,
+  type ExternalIdentity,
+  finishAuthorization,
+  type ProviderAccess,
+} from "./provider.ts";
 
 type Body = Record<string, string | string[] | undefined>;
 type Query = Record<string, string | undefined>;
@@ -128,20 +135,41 @@ export interface IdpButton {
  * checks the provider again, so a provider deactivated meanwhile is refused there).
  */
 const BUTTONS_CACHE_MS = 5_000;
+/** Bounds of one request to a provider (discovery documents and key sets are small). */
+const PROVIDER_TIMEOUT_MS = 10_000;
+const PROVIDER_MAX_RESPONSE_BYTES = 1024 * 1024;
 const BUTTONS_CACHE_MAX = 10_000;
 
 export class LoginIdps {
   readonly intents: IdpIntentStore;
+  /** Requests to providers: the deny list, timeouts and size limit of action targets. */
+  readonly access: ProviderAccess;
+  private readonly http: HttpCaller;
   /** Per instance and organization: the active providers' IDs and names (the login-name page's hot path). */
   private readonly buttonCache = new Map<string, { idps: { id: string; name: string }[]; until: number }>();
 
   constructor(private readonly login: Login) {
     this.intents = new IdpIntentStore(login.deps.db);
+    const { config } = login.deps;
+    this.http = new HttpCaller({
+      denyList: new DenyList(config.execution.denyList),
+      maxResponseBytes: PROVIDER_MAX_RESPONSE_BYTES,
+      userAgent: "Platform-Login/1",
+    });
+    this.access = {
+      codehostBIssuer: config.idpCodehostBIssuer,
+      fetch: fetchThrough(this.http, PROVIDER_TIMEOUT_MS),
+    };
     login.deps.eventStore.onCommitted((events) => {
       for (const e of events) {
         if (e.aggregateType === IDP || e.aggregateType === ORG) this.forgetInstance(e.instanceId);
       }
     });
+  }
+
+  /** Closes the kept-alive connections to providers. */
+  close(): void {
+    this.http.close();
   }
 
   private forgetInstance(instanceId: string): void {
@@ -214,6 +242,7 @@ export async function registerIdpRoutes(
 ): Promise<void> {
   const { config, db, eventStore } = login.deps;
   const { field, stepUrl } = tools;
+  ui.addHook("onClose", async () => idps.close());
 
   const back = (authRequest?: AuthRequest) => ({
     url: stepUrl("loginname", authRequest?.id),
@@ -494,7 +523,7 @@ export async function registerIdpRoutes(
     const id = newIntentId();
     let url: URL;
     try {
-      const made = await authorizationRequest(idp, config.idpCodehostBIssuer, redirectUriOf(request), id);
+      const made = await authorizationRequest(idp, idps.access, redirectUriOf(request), id);
       url = made.url;
       await idps.intents.create({
         id,
@@ -555,7 +584,7 @@ export async function registerIdpRoutes(
     try {
       const callbackUrl = new URL(redirectUriOf(request));
       callbackUrl.search = new URL(request.url, "http://x").search;
-      external = await finishAuthorization(idp, config.idpCodehostBIssuer, callbackUrl, {
+      external = await finishAuthorization(idp, idps.access, callbackUrl, {
         state: intent.id,
         nonce: intent.nonce,
         codeVerifier: intent.codeVerifier,
