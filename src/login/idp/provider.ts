@@ -12,7 +12,7 @@
  * Claims of OIDC providers: the ID token's when the provider maps from it (`is_id_token_mapping`), else
  * the userinfo endpoint's (checked to be about the ID token's `sub`).
  */
-import * as client from "openid-client";
+import type * as Client from "openid-client";
 import type { LoginIdp } from "../../query/idps.ts";
 
 /** The identity an external provider answered, in the form the login flow maps to a user. */
@@ -47,9 +47,13 @@ const TIMEOUT_SECONDS = 10;
  */
 export interface ProviderAccess {
   codehostBIssuer: string;
-  fetch: client.CustomFetch;
+  fetch: Client.CustomFetch;
 }
-const discovered = new Map<string, { config: Promise<client.Configuration>; expires: number }>();
+const discovered = new Map<string, { config: Promise<Client.Configuration>; expires: number }>();
+
+/** openid-client, loaded at the first sign-in with a provider (a server without providers never needs it). */
+let loaded: Promise<typeof Client> | undefined;
+const openidClient = () => (loaded ??= import("openid-client"));
 
 /** The issuer of an OIDC-based provider (undefined for plain OAuth 2.0). */
 function issuerOf(idp: LoginIdp, codehostBIssuer: string): string | undefined {
@@ -62,13 +66,14 @@ function issuerOf(idp: LoginIdp, codehostBIssuer: string): string | undefined {
  * openid-client talks https only; a provider at an `http:` address (a local provider in development and
  * tests, an issuer set by the operator) is allowed explicitly.
  */
-function options(url: string, access: ProviderAccess) {
+function options(client: typeof Client, url: string, access: ProviderAccess) {
   const common = { timeout: TIMEOUT_SECONDS, [client.customFetch]: access.fetch };
   return url.startsWith("http:") ? { ...common, execute: [client.allowInsecureRequests] } : common;
 }
 
 /** The provider's client configuration (discovery cached for 5 minutes per issuer and client). */
-async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<client.Configuration> {
+async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<Client.Configuration> {
+  const client = await openidClient();
   const auth = client.ClientSecretBasic(idp.config.clientSecret);
   const issuer = issuerOf(idp, access.codehostBIssuer);
   if (issuer === undefined) {
@@ -95,7 +100,7 @@ async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<c
     idp.config.clientId,
     idp.config.clientSecret,
     auth,
-    options(issuer, access),
+    options(client, issuer, access),
   );
   discovered.set(key, { config, expires: Date.now() + DISCOVERY_TTL_MS });
   config.catch(() => discovered.delete(key));
@@ -109,6 +114,7 @@ export async function authorizationRequest(
   redirectUri: string,
   state: string,
 ): Promise<{ url: URL; checks: AuthorizationChecks }> {
+  const client = await openidClient();
   const config = await configurationOf(idp, access);
   const codeVerifier = client.randomPKCECodeVerifier();
   const nonce = client.randomNonce();
@@ -157,6 +163,7 @@ export async function finishAuthorization(
   callbackUrl: URL,
   checks: AuthorizationChecks,
 ): Promise<ExternalIdentity> {
+  const client = await openidClient();
   const config = await configurationOf(idp, access);
   if (idp.type === "oauth") {
     const tokens = await client.authorizationCodeGrant(config, callbackUrl, {
