@@ -1,15 +1,22 @@
 /**
  * `npm run screenshots`: screenshots of every login UI page in light and dark mode at phone and desktop
  * widths, written to docs/images/login-<page>-<scheme>-<phone|desktop>.png (shown in docs/login.md).
- * Runs a Platform in this process on a fresh embedded database and Debian's Chromium (CHROMIUM_PATH).
+ * Runs a Platform in this process on a fresh embedded database and Debian's Chromium (CHROMIUM_PATH); the
+ * pages of external identity providers (login-idp-*) come from a second Platform whose second instance is
+ * the provider (test/idp-federation.ts).
  */
 import path from "node:path";
+import type { Page } from "playwright-core";
+import { startFederation } from "../test/idp-federation.ts";
 import { startLoginPlatform } from "../test/login.ts";
 import {
+  addIdpWalkSetup,
   addWalkUsers,
+  type IdpPageName,
   type LoginPageName,
   launchChromium,
   startClientApp,
+  visitIdpPages,
   visitLoginPages,
 } from "../test/login-browser.ts";
 
@@ -21,30 +28,36 @@ const sizes = {
 
 const platform = await startLoginPlatform();
 const client = await startClientApp();
+const federation = await startFederation(client);
 const browser = await launchChromium();
 try {
   await addWalkUsers(platform);
+  await addIdpWalkSetup(federation);
   const written: string[] = [];
   for (const colorScheme of ["light", "dark"] as const) {
     for (const [size, viewport] of Object.entries(sizes)) {
-      await visitLoginPages(
-        platform,
-        client,
-        browser,
-        { colorScheme, viewport, deviceScaleFactor: 1, locale: "en-US", timezoneId: "Europe/Zurich" },
-        async (name: LoginPageName, page) => {
-          // no text cursor blinking into the picture
-          await page.evaluate("document.activeElement && document.activeElement.blur()");
-          const file = path.join(outDir, `login-${name}-${colorScheme}-${size}.png`);
-          await page.screenshot({ path: file, fullPage: true });
-          written.push(path.relative(process.cwd(), file));
-        },
-      );
+      const options = {
+        colorScheme,
+        viewport,
+        deviceScaleFactor: 1,
+        locale: "en-US",
+        timezoneId: "Europe/Zurich",
+      };
+      const shoot = async (name: LoginPageName | IdpPageName, page: Page) => {
+        // no text cursor blinking into the picture
+        await page.evaluate("document.activeElement && document.activeElement.blur()");
+        const file = path.join(outDir, `login-${name}-${colorScheme}-${size}.png`);
+        await page.screenshot({ path: file, fullPage: true });
+        written.push(path.relative(process.cwd(), file));
+      };
+      await visitLoginPages(platform, client, browser, options, shoot);
+      await visitIdpPages(federation, browser, options, shoot);
     }
   }
   console.log(`wrote ${written.length} screenshots to ${path.relative(process.cwd(), outDir)}`);
 } finally {
   await browser.close();
   await client.close();
+  await federation.platform.stop();
   await platform.stop();
 }

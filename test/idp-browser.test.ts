@@ -4,20 +4,16 @@
  * issuer, users and login UI) with an OIDC app registered there through the apps API. The Platform under
  * test (localhost) signs people in for its own application "shop", offering "Continue with <provider>".
  * The server listens on a port chosen beforehand so that PLATFORM_IDP_CODEHOST_B_ISSUER can name the
- * second instance's issuer (the codehost_b test).
+ * second instance's issuer (the codehost_b test). The setup is test/idp-federation.ts (shared with
+ * `npm run screenshots`).
  *
  * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { hashPassword } from "../src/crypto/password.ts";
-import { randomToken, sha256 } from "../src/crypto/tokens.ts";
-import { createInstance } from "../src/domain/instance/commands.ts";
-import { addHumanEvent } from "../src/domain/user/commands.ts";
-import { newId } from "../src/id.ts";
-import { authorizePath, createOidcApp, createProject } from "./authorize.ts";
-import { addOrg, type Json, restClient, startPlatform, type TestPlatform } from "./helpers.ts";
+import { addOrg, type Json, restClient, type TestPlatform } from "./helpers.ts";
+import { type Federation, startFederation } from "./idp-federation.ts";
 import { addHuman } from "./login.ts";
 import {
   axeViolations,
@@ -28,210 +24,38 @@ import {
   startClientApp,
   watchProblems,
 } from "./login-browser.ts";
-import { client, discover, ownerToken } from "./oidc.ts";
-import { freePort } from "./process.ts";
 
+let federation: Federation;
 let platform: TestPlatform;
 let browser: Browser;
 let app: ClientApp;
-let owner: string;
 let orgId: string;
-let shop: { clientId: string; config: client.Configuration };
-
 /** The external provider: the second instance. */
-const upstream = {
-  url: "",
-  pat: "",
-  instanceId: "",
-  orgId: "",
-  clientId: "",
-  clientSecret: "",
-};
+let upstream: Federation["upstream"];
 
 const USERS = "/resources/v3alpha/users";
 
 before(async () => {
-  const port = await freePort();
-  upstream.url = `http://127.0.0.1:${port}`;
-  [platform, browser, app] = await Promise.all([
-    startPlatform({
-      listen: true,
-      env: {
-        PLATFORM_PORT: String(port),
-        PLATFORM_IDP_CODEHOST_B_ISSUER: upstream.url,
-        // the upstream instance is also at 127.0.0.2 (loopback too), which the operator closed
-        PLATFORM_EXECUTION_DENY_LIST: "127.0.0.2",
-      },
-    }),
+  [browser, federation] = await Promise.all([
     launchChromium(),
-    startClientApp(),
+    startClientApp().then((started) => {
+      app = started;
+      return startFederation(started);
+    }),
   ]);
-  orgId = platform.bootstrapResult!.orgId;
-  owner = await ownerToken(platform);
-
-  // the external provider: a second instance with its own issuer and an app for the Platform under test
-  upstream.pat = randomToken();
-  const second = await createInstance(platform.eventStore, "test", {
-    name: "Upstream",
-    domains: ["127.0.0.1", "127.0.0.2"],
-    orgName: "Upstream",
-    admin: { username: "upstream-admin", passwordHash: "x", passwordChangeRequired: false },
-    machine: { username: "upstream-owner", patHash: sha256(upstream.pat) },
-  });
-  upstream.instanceId = second.instanceId;
-  upstream.orgId = second.orgId;
-  const upstreamApi = { ...platform, url: upstream.url } as TestPlatform;
-  const projectId = await createProject(upstreamApi, upstream.pat, "Federation");
-  const registered = await createOidcApp(upstreamApi, upstream.pat, projectId, "platform-under-test", {
-    redirect_uris: [`${platform.url}/ui/login/idp/callback`],
-    response_types: ["OIDC_RESPONSE_TYPE_CODE"],
-    grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
-    app_type: "OIDC_APP_TYPE_WEB",
-    auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
-    dev_mode: true,
-  });
-  upstream.clientId = registered.clientId;
-  upstream.clientSecret = registered.clientSecret!;
-
-  // the application people sign in to
-  const shopProject = await createProject(platform, owner, "Shop");
-  const created = await createOidcApp(platform, owner, shopProject, "shop", {
-    redirect_uris: [app.callback],
-    response_types: ["OIDC_RESPONSE_TYPE_CODE"],
-    grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
-    app_type: "OIDC_APP_TYPE_WEB",
-    auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
-  });
-  shop = {
-    clientId: created.clientId,
-    config: await discover(platform.url, created.clientId, client.ClientSecretBasic(created.clientSecret!)),
-  };
+  ({ platform, orgId, upstream } = federation);
 });
 
 after(async () => {
   await browser?.close();
   await app?.close();
-  await platform?.stop();
+  await federation?.platform.stop();
 });
 
-/** A person at the external provider (a human of the second instance). */
-async function addUpstreamHuman(
-  username: string,
-  profile: { givenName: string; familyName: string; email?: string },
-): Promise<string> {
-  const userId = newId();
-  await platform.eventStore.push({ instanceId: upstream.instanceId, creator: "test" }, async () => [
-    addHumanEvent(userId, upstream.orgId, {
-      username,
-      profile: {
-        given_name: profile.givenName,
-        family_name: profile.familyName,
-        display_name: `${profile.givenName} ${profile.familyName}`,
-      },
-      email: { address: profile.email ?? `${username}@upstream.test`, is_verified: true },
-      password_hash: await hashPassword(PASSWORD),
-    }),
-  ]);
-  return userId;
-}
-
-type Options = Partial<{
-  isManualLinkingAllowed: boolean;
-  isManualCreationAllowed: boolean;
-  isAutoCreation: boolean;
-  isAutoUpdate: boolean;
-  autoLinking: "unspecified" | "username" | "email";
-}>;
-
-/**
- * An identity provider of the Platform under test for the second instance's app, made through the identity
- * providers API (in the default organization unless `ctx` says otherwise); answers its ID.
- */
-async function addProvider(
-  name: string,
-  options: Options,
-  extra: { type?: "oidc" | "codehost_b" | "oauth"; ctx?: string } = {},
-): Promise<string> {
-  const type = extra.type ?? "oidc";
-  const config: Record<string, unknown> = {
-    client_id: upstream.clientId,
-    client_secret: upstream.clientSecret,
-    scopes: ["openid", "profile", "email"],
-  };
-  if (type === "oidc") config.issuer = upstream.url;
-  if (type === "oauth") {
-    config.authorization_endpoint = `${upstream.url}/oauth/v2/authorize`;
-    config.token_endpoint = `${upstream.url}/oauth/v2/token`;
-    config.user_endpoint = `${upstream.url}/oidc/v1/userinfo`;
-    config.id_attribute = "sub";
-  }
-  const created = await rest()(
-    "POST",
-    `/resources/v3alpha/idps/${type}${extra.ctx ?? `?ctx.org_id=${orgId}`}`,
-    {
-      json: {
-        idp: {
-          name,
-          options: {
-            is_manual_linking_allowed: options.isManualLinkingAllowed ?? false,
-            is_manual_creation_allowed: options.isManualCreationAllowed ?? false,
-            is_auto_creation: options.isAutoCreation ?? false,
-            is_auto_update: options.isAutoUpdate ?? false,
-            auto_linking: `AUTO_LINKING_OPTION_${(options.autoLinking ?? "unspecified").toUpperCase()}`,
-          },
-        },
-        config,
-      },
-    },
-  );
-  assert.equal(created.status, 201, created.text);
-  return created.json.details.id;
-}
-
-/** An authorization request of the shop with PKCE, state and nonce (`scope` added to the default scopes). */
-async function authorization(scope = "") {
-  const verifier = client.randomPKCECodeVerifier();
-  const state = client.randomState();
-  const nonce = client.randomNonce();
-  const path = authorizePath({
-    client_id: shop.clientId,
-    redirect_uri: app.callback,
-    response_type: "code",
-    scope: `openid profile email${scope ? ` ${scope}` : ""}`,
-    state,
-    nonce,
-    code_challenge: await client.calculatePKCECodeChallenge(verifier),
-    code_challenge_method: "S256",
-  });
-  return {
-    url: `${platform.url}${path}`,
-    /** Back at the shop: redeems the code and answers the ID token's claims and the userinfo. */
-    redeem: async (page: Page) => {
-      await page.waitForURL(`${app.callback}?**`, { timeout: 15_000 }).catch(async (error) => {
-        throw new Error(
-          `not back at the shop: ${page.url()}\n${await page
-            .locator("main")
-            .textContent()
-            .catch(() => "")}`,
-          {
-            cause: error,
-          },
-        );
-      });
-      const tokens = await client.authorizationCodeGrant(shop.config, new URL(page.url()), {
-        pkceCodeVerifier: verifier,
-        expectedState: state,
-        expectedNonce: nonce,
-        idTokenExpected: true,
-      });
-      const sub = tokens.claims()!.sub;
-      return {
-        claims: tokens.claims()!,
-        userinfo: await client.fetchUserInfo(shop.config, tokens.access_token, sub),
-      };
-    },
-  };
-}
+const addUpstreamHuman: Federation["addUpstreamHuman"] = (...args) => federation.addUpstreamHuman(...args);
+const addProvider: Federation["addProvider"] = (...args) => federation.addProvider(...args);
+const authorization: Federation["authorization"] = (...args) => federation.authorization(...args);
+const signInUpstream: Federation["signInUpstream"] = (...args) => federation.signInUpstream(...args);
 
 async function newPage() {
   const context: BrowserContext = await browser.newContext();
@@ -240,15 +64,6 @@ async function newPage() {
 }
 
 const heading = async (page: Page) => ((await page.locator("h1").textContent()) ?? "")?.trim();
-
-/** Signs in at the external provider's login UI (the second instance). */
-async function signInUpstream(page: Page, loginName: string) {
-  await page.waitForURL(`${upstream.url}/ui/login/**`);
-  await page.getByLabel("Login name").fill(loginName);
-  await page.getByRole("button", { name: "Next" }).click();
-  await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-}
 
 /** Axe-core's findings on the page, light and dark; Tab follows the document order with visible focus. */
 async function accessibility(page: Page, name: string): Promise<string[]> {
@@ -266,7 +81,7 @@ async function accessibility(page: Page, name: string): Promise<string[]> {
   return failures;
 }
 
-const rest = () => restClient(platform, () => owner);
+const rest = () => federation.rest;
 
 async function linksOf(userId: string): Promise<Json[]> {
   const listed = await rest()("GET", `${USERS}/${userId}/links`);

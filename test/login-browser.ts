@@ -2,15 +2,16 @@
  * Chromium support of the login UI's browser tests and of `npm run screenshots`: launching Debian's
  * Chromium through playwright-core, axe-core run inside the page, the keyboard order of a page, and a
  * walk through every login page (`visitLoginPages`) that both the accessibility test and the screenshot
- * script use.
+ * script use, and one through the pages of external identity providers (`visitIdpPages`).
  */
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
-import { type Browser, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import type { AuthRequestInput } from "../src/login/index.ts";
+import type { Federation } from "./idp-federation.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
 
 export const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -282,5 +283,127 @@ export async function visitLoginPages(
     await visit("authorize-error", page);
   } finally {
     await context.close();
+  }
+}
+
+/** The providers and people the walk through the provider pages uses (call once per federation). */
+export async function addIdpWalkSetup(federation: Federation): Promise<void> {
+  const { platform } = federation;
+  // proposes the local user with the same verified e-mail address, else creates one (or shows the form)
+  await federation.addProvider("Example ID", {
+    autoLinking: "email",
+    isAutoCreation: true,
+    isManualCreationAllowed: true,
+  });
+  // neither links nor creates
+  await federation.addProvider("Partner SSO", {});
+  // the same address as lena here: the link proposal
+  await addHuman(platform, "lena", PASSWORD, { givenName: "Lena", familyName: "Martin" });
+  await federation.addUpstreamHuman("lena.martin", {
+    givenName: "Lena",
+    familyName: "Martin",
+    email: "lena@example.com",
+  });
+  // a username taken here: the registration form, prefilled, the provider's values read-only
+  await addHuman(platform, "nora", PASSWORD, { givenName: "Nora", familyName: "Local" });
+  await federation.addUpstreamHuman("nora", { givenName: "Nora", familyName: "Keller" });
+  // created (first walk) or linked (later walks): signed in
+  await federation.addUpstreamHuman("uma", { givenName: "Uma", familyName: "Weber" });
+}
+
+/** A page of sign-in through an external identity provider reached by `visitIdpPages`. */
+export type IdpPageName = "idp-loginname" | "idp-link" | "idp-register" | "idp-continue" | "idp-no-account";
+
+/**
+ * Walks through the pages of sign-in with an external identity provider (a real OpenID Connect provider,
+ * the second instance of `federation`), each sign-in in a fresh context of `browser` with `options`, and
+ * calls `visit` on each. Uses the providers and people of `addIdpWalkSetup`; every step asserts it reached
+ * the page it expects.
+ */
+export async function visitIdpPages(
+  federation: Federation,
+  browser: Browser,
+  options: Parameters<Browser["newContext"]>[0],
+  visit: (name: IdpPageName, page: Page) => Promise<void>,
+): Promise<void> {
+  const { platform } = federation;
+  const heading = async (page: Page, expected: RegExp) =>
+    assert.match((await page.locator("h1").textContent()) ?? "", expected);
+  /** Each page's problems (filled as they happen). */
+  const problems: string[][] = [];
+  const contexts: BrowserContext[] = [];
+  const fresh = async () => {
+    const context = await browser.newContext(options);
+    contexts.push(context);
+    const page = await context.newPage();
+    problems.push(watchProblems(page));
+    await page.goto((await federation.authorization()).url);
+    await heading(page, /Sign in/);
+    return page;
+  };
+  /** A fresh browser (no session here or at the provider) continuing with `idp` as `loginName` there. */
+  const continueWith = async (idp: string, loginName: string) => {
+    const page = await fresh();
+    await page.getByRole("link", { name: `Continue with ${idp}` }).click();
+    await federation.signInUpstream(page, loginName);
+    return page;
+  };
+  try {
+    // the login-name page with the providers' buttons
+    const start = await fresh();
+    assert.equal(await start.locator(".idp-list a").count(), 2);
+    await visit("idp-loginname", start);
+
+    // the proposal to link the matching account, with its password
+    const link = await continueWith("Example ID", "lena.martin");
+    await link.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    await heading(link, /Link your account/);
+    await visit("idp-link", link);
+
+    // the registration form prefilled from the provider (the username taken here)
+    const register = await continueWith("Example ID", "nora");
+    await register.waitForURL(`${platform.url}/ui/login/idp/register?**`);
+    await heading(register, /Create your account/);
+    assert.equal(await register.getByLabel("Last name").getAttribute("readonly"), "");
+    await visit("idp-register", register);
+
+    // signed in: the page that moves on by itself (meta refresh), held here. It comes at the end of redirects
+    // (which a route does not see): at the provider, every redirect becomes a page that moves on, so that
+    // each step is a navigation of its own; the page's refresh is removed (its CSP stays as sent).
+    const signedIn = await fresh();
+    await signedIn.getByRole("link", { name: "Continue with Example ID" }).click();
+    await signedIn.waitForURL(`${federation.upstream.url}/ui/login/**`);
+    await signedIn.route("**/*", async (route) => {
+      const request = route.request();
+      if (!request.isNavigationRequest()) return route.fallback();
+      const response = await route.fetch({ maxRedirects: 0 });
+      const location = response.headers().location;
+      if (response.status() >= 300 && response.status() < 400 && location) {
+        const next = new URL(location, request.url()).href.replaceAll("&", "&amp;").replaceAll('"', "&quot;");
+        return route.fulfill({
+          status: 200,
+          contentType: "text/html; charset=utf-8",
+          body: `<!doctype html><html lang="en"><title>Redirect</title><meta http-equiv="refresh" content="0;url=${next}"></html>`,
+        });
+      }
+      if (!request.url().startsWith(`${platform.url}/ui/login/idp/callback?`))
+        return route.fulfill({ response });
+      const body = (await response.text()).replace(/<meta http-equiv="refresh"[^>]*>/, "");
+      return route.fulfill({ response, body });
+    });
+    await federation.signInUpstream(signedIn, "uma");
+    await signedIn.waitForURL(`${platform.url}/ui/login/idp/callback?**`);
+    await heading(signedIn, /Signing you in/);
+    await visit("idp-continue", signedIn);
+
+    assert.deepEqual(problems.flat(), []);
+    // no account linked, none to propose, none to create (a 403 document, which Chromium reports)
+    const none = await continueWith("Partner SSO", "uma");
+    await none.waitForURL(`${platform.url}/ui/login/idp/callback?**`);
+    await none.getByRole("alert").waitFor();
+    assert.match((await none.getByRole("alert").textContent()) ?? "", /No account here is linked/);
+    await visit("idp-no-account", none);
+  } finally {
+    for (const context of contexts) await context.close();
   }
 }
