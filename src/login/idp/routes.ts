@@ -244,6 +244,24 @@ export async function registerIdpRoutes(
   const { field, stepUrl } = tools;
   ui.addHook("onClose", async () => idps.close());
 
+  /** An error page of a sign-in with a provider, linking back to the login-name page. */
+  const failPage = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    status: number,
+    message: string,
+    authRequest: AuthRequest | undefined,
+    provider?: string,
+  ) =>
+    tools.sendMessage(request, reply, {
+      status,
+      title: "error.title",
+      message,
+      ...(provider === undefined ? {} : { values: { provider } }),
+      link: back(authRequest),
+      ...(authRequest ? { authRequest } : {}),
+    });
+
   const back = (authRequest?: AuthRequest) => ({
     url: stepUrl("loginname", authRequest?.id),
     text: "error.back",
@@ -260,14 +278,7 @@ export async function registerIdpRoutes(
     authRequest: AuthRequest,
   ) {
     const idp = await idps.active(intent.instanceId, intent.orgId, intent.idpId);
-    if (!idp)
-      await tools.sendMessage(request, reply, {
-        status: 404,
-        title: "error.title",
-        message: "idp.unavailable",
-        link: back(authRequest),
-        authRequest,
-      });
+    if (!idp) await failPage(request, reply, 404, "idp.unavailable", authRequest);
     return idp ?? undefined;
   }
 
@@ -286,13 +297,7 @@ export async function registerIdpRoutes(
       agent.hash,
     );
     if (!intent?.external || intent.authRequestId !== authRequest.id) {
-      await tools.sendMessage(request, reply, {
-        status: 400,
-        title: "error.title",
-        message: "idp.intentUnknown",
-        link: back(authRequest),
-        authRequest,
-      });
+      await failPage(request, reply, 400, "idp.intentUnknown", authRequest);
       return undefined;
     }
     const idp = await idpOf(request, reply, intent, authRequest);
@@ -401,13 +406,7 @@ export async function registerIdpRoutes(
             : error.message === "user is inactive"
               ? "error.inactive"
               : "idp.accountUnusable";
-        return tools.sendMessage(request, reply, {
-          status: 400,
-          title: "error.title",
-          message,
-          link: back(authRequest),
-          authRequest,
-        });
+        return failPage(request, reply, 400, message, authRequest);
       }
       throw error;
     }
@@ -512,14 +511,7 @@ export async function registerIdpRoutes(
     }
     const orgId = await idps.signInOrg(request, authRequest);
     const idp = await idps.active(instanceId, orgId, String(request.query.idp ?? ""));
-    if (!idp)
-      return tools.sendMessage(request, reply, {
-        status: 404,
-        title: "error.title",
-        message: "idp.unavailable",
-        link: back(authRequest),
-        authRequest,
-      });
+    if (!idp) return failPage(request, reply, 404, "idp.unavailable", authRequest);
     const id = newIntentId();
     let url: URL;
     try {
@@ -537,14 +529,7 @@ export async function registerIdpRoutes(
       });
     } catch (error) {
       request.log.warn({ err: error, idpId: idp.id }, "identity provider unreachable");
-      return tools.sendMessage(request, reply, {
-        status: 502,
-        title: "error.title",
-        message: "idp.providerError",
-        values: { provider: idp.name },
-        link: back(authRequest),
-        authRequest,
-      });
+      return failPage(request, reply, 502, "idp.providerError", authRequest, idp.name);
     }
     return reply.redirect(url.href, 302);
   });
@@ -559,26 +544,14 @@ export async function registerIdpRoutes(
       ? await idps.intents.find(instanceId, String(request.query.state ?? ""), agent.hash)
       : undefined;
     if (!agent || !intent || intent.external)
-      return tools.sendMessage(request, reply, {
-        status: 400,
-        title: "error.title",
-        message: "idp.intentUnknown",
-        link: back(),
-      });
+      return failPage(request, reply, 400, "idp.intentUnknown", undefined);
     const authRequest = await tools.loadRequest(request, reply, agent, intent.authRequestId);
     if (!authRequest) return reply;
     const idp = await idpOf(request, reply, intent, authRequest);
     if (!idp) return reply;
     if (request.query.error) {
       await idps.intents.finish(intent);
-      return tools.sendMessage(request, reply, {
-        status: 400,
-        title: "error.title",
-        message: "idp.denied",
-        values: { provider: idp.name },
-        link: back(authRequest),
-        authRequest,
-      });
+      return failPage(request, reply, 400, "idp.denied", authRequest, idp.name);
     }
     let external: ExternalIdentity;
     try {
@@ -593,35 +566,16 @@ export async function registerIdpRoutes(
     } catch (error) {
       request.log.warn({ err: error, idpId: idp.id }, "sign-in with identity provider failed");
       await idps.intents.finish(intent);
-      return tools.sendMessage(request, reply, {
-        status: 502,
-        title: "error.title",
-        message: "idp.providerError",
-        values: { provider: idp.name },
-        link: back(authRequest),
-        authRequest,
-      });
+      return failPage(request, reply, 502, "idp.providerError", authRequest, idp.name);
     }
     if (!(await idps.intents.setExternal(intent, external)))
-      return tools.sendMessage(request, reply, {
-        status: 400,
-        title: "error.title",
-        message: "idp.intentUnknown",
-        link: back(authRequest),
-        authRequest,
-      });
+      return failPage(request, reply, 400, "idp.intentUnknown", authRequest);
 
     const linked = await linkedUser(instanceId, idp.id, external.id);
     if (linked) {
       // only users of the requested organization can sign in to it
       if (authRequest.orgId !== undefined && linked.orgId !== authRequest.orgId)
-        return tools.sendMessage(request, reply, {
-          status: 403,
-          title: "error.title",
-          message: "idp.otherOrganization",
-          link: back(authRequest),
-          authRequest,
-        });
+        return failPage(request, reply, 403, "idp.otherOrganization", authRequest);
       if (idp.options.isAutoUpdate) await autoUpdate(instanceId, linked.id, external);
       return signIn(request, reply, agent, authRequest, intent, linked);
     }
@@ -662,14 +616,7 @@ export async function registerIdpRoutes(
       return reply.redirect(intentUrl("register", authRequest, intent), 302);
     if (options.isManualLinkingAllowed) return reply.redirect(intentUrl("link", authRequest, intent), 302);
     await idps.intents.finish(intent);
-    return tools.sendMessage(request, reply, {
-      status: 403,
-      title: "error.title",
-      message: "idp.noAccount",
-      values: { provider: idp.name },
-      link: back(authRequest),
-      authRequest,
-    });
+    return failPage(request, reply, 403, "idp.noAccount", authRequest, idp.name);
   });
 
   // ---------------------------------------------------------------------------------------------
@@ -682,14 +629,7 @@ export async function registerIdpRoutes(
     const { intent, authRequest, idp } = found;
     const proposed = await proposal(intent.instanceId, idp, intent);
     if (!proposed && !idp.options.isManualLinkingAllowed)
-      return tools.sendMessage(request, reply, {
-        status: 403,
-        title: "error.title",
-        message: "idp.noAccount",
-        values: { provider: idp.name },
-        link: back(authRequest),
-        authRequest,
-      });
+      return failPage(request, reply, 403, "idp.noAccount", authRequest, idp.name);
     const context = await tools.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const state = authRequest.uiState.page === "idp-link" ? authRequest.uiState : {};
@@ -887,13 +827,7 @@ export async function registerIdpRoutes(
     } catch (error) {
       if (error instanceof AlreadyExistsError) {
         if (error.message.includes("username")) return retry({ username: "field.usernameTaken" });
-        return tools.sendMessage(request, reply, {
-          status: 409,
-          title: "error.title",
-          message: "idp.alreadyLinked",
-          link: back(authRequest),
-          authRequest,
-        });
+        return failPage(request, reply, 409, "idp.alreadyLinked", authRequest);
       }
       throw error;
     }
