@@ -72,6 +72,27 @@ describe("server", () => {
     assert.equal(known.status, 401);
   });
 
+  it("answers unknown routes with the rpcStatus shape, and gRPC calls of unknown methods with UNIMPLEMENTED", async () => {
+    const unknown = await rawRequest(`${platform.url}/metrics?token=secret`);
+    assert.equal(unknown.status, 404);
+    assert.match(String(unknown.headers["content-type"]), /^application\/json/);
+    assert.deepEqual(JSON.parse(unknown.body), {
+      code: 5,
+      message: "no such route: GET /metrics",
+      details: [],
+    });
+    const post = await rawRequest(`${platform.url}/resources/v3alpha/nothing/_search`, { method: "POST" });
+    assert.equal(post.status, 404);
+    assert.equal(JSON.parse(post.body).code, 5);
+    assert.match(JSON.parse(post.body).message, /POST \/resources\/v3alpha\/nothing\/_search$/);
+    const grpc = await rawRequest(`${platform.url}/platform.nothing.v1.Nothing/Call`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto" },
+    });
+    assert.equal(grpc.status, 200);
+    assert.equal(grpc.headers["grpc-status"], "12");
+  });
+
   it("ignores X-Forwarded-Host unless the proxy is trusted", async () => {
     const response = await rawRequest(`${platform.url}/settings/v3alpha/languages`, {
       headers: { host: "unknown.example", "x-forwarded-host": "localhost" },

@@ -226,6 +226,16 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
     return sendRpcStatus(request.headers, reply, toRpcStatus(error, request.log, "request failed"));
   });
 
+  // Unknown routes answer like every other error: rpcStatus NOT_FOUND naming the method and path (without
+  // the query, which may hold secrets), or UNIMPLEMENTED to gRPC clients, their status for an unknown method.
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?", 1)[0].slice(0, 200);
+    if (isGrpc(request.headers))
+      return sendGrpcStatus(request.headers, reply, Code.UNIMPLEMENTED, `unknown method ${path}`);
+    const message = `no such route: ${request.method} ${path}`;
+    return reply.code(404).send({ code: Code.NOT_FOUND, message, details: [] });
+  });
+
   app.get("/healthz", async () => ({ status: "ok" }));
 
   let migrated = false;
