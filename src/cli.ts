@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
   type Config,
@@ -28,6 +29,7 @@ Options:
   --config FILE   YAML file with the same keys as the environment variables (the environment wins)
   --instance ID   keys rotate: only this instance
   -h, --help      show this help
+  -v, --version   print the version and exit
 
 Environment:
 ${variables.map((v) => `  ${v.name.padEnd(40)}${v.description}${v.default ? ` (default: ${v.default})` : ""}`).join("\n")}
@@ -43,6 +45,10 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { values, positionals } = parsed;
   const [command, ...rest] = positionals;
+  if (values.version || command === "version") {
+    process.stdout.write(`platform ${version()}\n`);
+    return 0;
+  }
   if (values.help || command === undefined || command === "help") {
     process.stdout.write(usage);
     return command === undefined && !values.help ? 2 : 0;
@@ -188,8 +194,14 @@ function parseCli(argv: string[]) {
       config: { type: "string" },
       instance: { type: "string" },
       help: { type: "boolean", short: "h" },
+      version: { type: "boolean", short: "v" },
     },
   });
+}
+
+/** The package's version, from package.json in the folder above this file's (`src/`). */
+function version(): string {
+  return JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version;
 }
 
 function printNotices(db: Database): void {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { after, describe, it } from "node:test";
 import { PgliteDatabase } from "../src/storage/pglite.ts";
 import { PostgresDatabase } from "../src/storage/postgres.ts";
@@ -41,6 +42,15 @@ describe("platform CLI", () => {
       "PLATFORM_DATA_DIR",
     ]) {
       assert.match(stdout, new RegExp(word));
+    }
+  });
+
+  it("--version and -v print the package's version", async () => {
+    const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+    for (const flag of ["--version", "-v", "version"]) {
+      const { code, stdout } = await runPlatform([flag], {});
+      assert.equal(code, 0);
+      assert.equal(stdout, `platform ${version}\n`);
     }
   });
 
