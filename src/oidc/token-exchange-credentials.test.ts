@@ -147,8 +147,8 @@ describe("OIDC token exchange: subject and actor tokens as credentials", () => {
   });
   after(() => platform?.stop());
 
-  it("an administrator's ID token: openid and the client's own audience only; after sign-out invalid_request", async () => {
-    const { browser, tokens } = await signIn(portal);
+  it("an administrator's ID token gives openid and its client's own audience only: no management token", async () => {
+    const { tokens } = await signIn(portal);
     assert.equal(
       (await managementApi(tokens.access_token)).status,
       200,
@@ -176,7 +176,12 @@ describe("OIDC token exchange: subject and actor tokens as credentials", () => {
       "invalid_scope",
       /scope profile was not granted to the subject_token/,
     );
+  });
 
+  it("after sign-out (end_session with the ID token as hint) her ID token and access token are invalid_request", async () => {
+    const { browser, tokens } = await signIn(portal);
+    const idToken = tokens.id_token!;
+    const fromId = await exchange(portal, { subject_token: idToken, subject_token_type: TT.id });
     // She signs out (RP-initiated logout with the ID token as hint: the hint lands in logs and history).
     const signedOut = await browser.get(
       `/oidc/v1/end_session?${new URLSearchParams({ id_token_hint: idToken, post_logout_redirect_uri: SIGNED_OUT })}`,
