@@ -2,6 +2,7 @@ import type { TokenVerifier } from "../auth/authenticate.ts";
 import type { Caller } from "../auth/caller.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
+import { SESSION, SessionEvent } from "../domain/session/events.ts";
 import { USER, UserEvent } from "../domain/user/events.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
@@ -53,6 +54,9 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
               (!!t.lineage &&
                 (e.type === UserEvent.patRemoved || actorsOf(t.lineage.act).includes(e.aggregateId)))),
         );
+      // An exchanged token lives only as long as the browser sessions it descends from.
+      if (e.aggregateType === SESSION && e.type === SessionEvent.terminated)
+        drop((t) => t.instanceId === e.instanceId && t.lineage?.sessionIds?.includes(e.aggregateId) === true);
       if (e.aggregateType === INSTANCE) {
         drop((t) => t.instanceId === e.aggregateId);
         managementProjects.delete(e.aggregateId);

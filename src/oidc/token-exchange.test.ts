@@ -10,6 +10,7 @@ import {
   SignJWT,
 } from "jose";
 import {
+  ADMIN_PASSWORD,
   addOrg,
   eventCount,
   type Json,
@@ -32,6 +33,7 @@ const MEMBERSHIPS = "/resources/v3alpha/memberships";
 const USERS = "/resources/v3alpha/users";
 const REDIRECT = "https://shop.example.com/callback";
 const AUD_PLATFORM = "urn:platform:iam:org:project:id:platform:aud";
+const audScope = (projectId: string) => `urn:platform:iam:org:project:id:${projectId}:aud`;
 
 interface App {
   id: string;
@@ -51,11 +53,12 @@ describe("OIDC token exchange", () => {
   let orgId: string;
   let orgB: string;
   let adminId: string;
+  let adminSession: string; // a session of the admin (the sessions API): what its tokens were issued in
   let shopId: string;
   let ordersId: string;
   let web: App; // code flow, opaque access tokens
   let webJwt: App; // code flow, JWT access tokens
-  let exchanger: App; // token exchange + refresh, client_secret_basic
+  let exchanger: App; // token exchange + refresh (+ code flow), client_secret_basic
   let exchangerPost: App;
   let exchangerPublic: App;
   let exchangerKeyed: App & { kid: string; key: CryptoKey };
@@ -98,7 +101,11 @@ describe("OIDC token exchange", () => {
     await created(org ? `${MEMBERSHIPS}?ctx.org_id=${org}` : MEMBERSHIPS, { user_id: userId, roles });
   };
   const config = (a: App, auth?: client.ClientAuth) =>
-    discover(platform.url, a.clientId, auth ?? client.ClientSecretBasic(a.secret!));
+    discover(
+      platform.url,
+      a.clientId,
+      auth ?? (a.secret ? client.ClientSecretBasic(a.secret) : client.None()),
+    );
 
   /** The admin's tokens from the code flow of `a` (as the authorization endpoint will issue the code). */
   const adminTokens = async (a: App = web, scope = `openid profile offline_access ${AUD_PLATFORM}`) => {
@@ -111,7 +118,7 @@ describe("OIDC token exchange", () => {
       scope: scope.split(" "),
       codeChallenge: await client.calculatePKCECodeChallenge(verifier),
       userId: adminId,
-      sessionId: "admin-session",
+      sessionId: adminSession,
       authTime: new Date(),
       amr: ["pwd"],
     });
@@ -120,8 +127,11 @@ describe("OIDC token exchange", () => {
     );
     return client.authorizationCodeGrant(await config(a), url, { pkceCodeVerifier: verifier });
   };
-  /** A machine user's own access token (client_credentials). */
-  const machineToken = async (m: MachineClient, scope = `openid ${AUD_PLATFORM}`) =>
+  /**
+   * A machine user's own access token (client_credentials), naming the Shop project (of the exchanging
+   * clients) in its audience: a confidential client exchanges only tokens issued to it or naming it.
+   */
+  const machineToken = async (m: MachineClient, scope = `openid ${AUD_PLATFORM} ${audScope(shopId)}`) =>
     (await client.clientCredentialsGrant(await machineConfig(m), { scope })).access_token;
   const machineConfig = (m: MachineClient) =>
     discover(platform.url, m.clientId, client.ClientSecretBasic(m.clientSecret));
@@ -171,6 +181,10 @@ describe("OIDC token exchange", () => {
     instanceId = platform.bootstrapResult!.instanceId;
     orgId = platform.bootstrapResult!.orgId;
     adminId = platform.bootstrapResult!.adminUserId;
+    const session = await created("/resources/v3alpha/sessions", {
+      checks: { user: { user_id: adminId }, password: { password: ADMIN_PASSWORD } },
+    });
+    adminSession = session.details.id;
     orgB = await addOrg(platform, "Other");
     shopId = (await created(PROJECTS, { name: "Shop" })).details.id;
     ordersId = (await created(PROJECTS, { name: "Orders" })).details.id;
@@ -182,7 +196,8 @@ describe("OIDC token exchange", () => {
     web = await oidcApp("web", code);
     webJwt = await oidcApp("web-jwt", { ...code, access_token_type: "OIDC_TOKEN_TYPE_JWT" });
     exchanger = await oidcApp("exchanger", {
-      grant_types: ["OIDC_GRANT_TYPE_TOKEN_EXCHANGE", "OIDC_GRANT_TYPE_REFRESH_TOKEN"],
+      ...code,
+      grant_types: [...code.grant_types, "OIDC_GRANT_TYPE_TOKEN_EXCHANGE"],
     });
     exchangerPost = await oidcApp("exchanger-post", { auth_method: "OIDC_AUTH_METHOD_TYPE_POST" });
     // A public client uses the code flow with PKCE too (the apps API asks for it).
@@ -354,19 +369,27 @@ describe("OIDC token exchange", () => {
   });
 
   it("ID tokens as subject and actor, access tokens as actor (the same user: no impersonation, no act)", async () => {
-    const admin = await adminTokens();
+    // An ID token is exchanged by the client it was issued to.
+    const admin = await adminTokens(exchanger);
     const adminJwt = await adminTokens(webJwt);
     const idToken = admin.id_token!;
     const fromId = await exchange({ subject_token: idToken, subject_token_type: TT.id });
     assert.equal(fromId.scope, "openid", "an ID token's scope is openid");
     const info = await introspect(fromId.access_token);
     assert.equal(info.sub, adminId);
-    assert.deepEqual(info.aud, decodeJwt(idToken).aud, "the ID token's audience");
+    assert.equal((decodeJwt(idToken).aud as string[]).length, 3, "the sign-in had the management API too");
+    assert.deepEqual(
+      info.aud,
+      [exchanger.clientId, shopId],
+      "an ID token passes on its client and project only",
+    );
+    const languages = await rest("GET", "/settings/v3alpha/languages", { token: fromId.access_token });
+    assert.equal(languages.status, 401, "not a management token");
 
     for (const [actor, actorType] of [
       [adminJwt.access_token, TT.access],
       [admin.access_token, TT.access],
-      [adminJwt.id_token!, TT.id],
+      [idToken, TT.id],
     ]) {
       const tokens = await exchange({
         subject_token: idToken,
@@ -386,6 +409,22 @@ describe("OIDC token exchange", () => {
       exchange({ subject_token: idToken, subject_token_type: TT.access }),
       "invalid_request",
       /subject_token is invalid/,
+    );
+    // Nor another client's ID token, as subject or actor.
+    await refused(
+      exchange({ subject_token: adminJwt.id_token!, subject_token_type: TT.id }),
+      "invalid_request",
+      /subject_token is an ID token of another client/,
+    );
+    await refused(
+      exchange({
+        subject_token: idToken,
+        subject_token_type: TT.id,
+        actor_token: adminJwt.id_token!,
+        actor_token_type: TT.id,
+      }),
+      "invalid_request",
+      /actor_token is an ID token of another client/,
     );
   });
 
@@ -426,7 +465,11 @@ describe("OIDC token exchange", () => {
     const info = await introspect(viaUserId.access_token, supportConfig);
     assert.equal(info.sub, adminId);
     assert.deepEqual(info.act, { sub: support.userId });
-    assert.equal(viaUserId.scope, `openid ${AUD_PLATFORM}`, "no subject scope: the actor's");
+    assert.equal(
+      viaUserId.scope,
+      `openid ${AUD_PLATFORM} ${audScope(shopId)}`,
+      "no subject scope: the actor's",
+    );
 
     // A JWT signed by another key, of an unknown user, or issued by someone else; an unknown user ID.
     const foreign = (await generateKeyPair("RS256")).privateKey;
@@ -810,7 +853,10 @@ describe("OIDC token exchange", () => {
 
     // A removed PAT.
     const pat = await created(`${USERS}/${robotB.userId}/pats`, {});
-    const fromPat = await impersonate(pat.token, await machineToken(support));
+    // A PAT has no scope of its own: the actor's is the bound (client_credentials grants no offline_access).
+    const fromPat = await impersonate(pat.token, await machineToken(support), {
+      scope: `openid ${AUD_PLATFORM}`,
+    });
     const languages = (token: string) => rest("GET", "/settings/v3alpha/languages", { token });
     assert.equal(
       (await languages(fromPat.access_token)).status,
@@ -836,7 +882,6 @@ describe("OIDC token exchange", () => {
     for (const c of [
       ex,
       await config(exchangerPost, client.ClientSecretPost(exchangerPost.secret!)),
-      await config(exchangerPublic, client.None()),
       await config(
         exchangerKeyed,
         client.PrivateKeyJwt({ key: exchangerKeyed.key, kid: exchangerKeyed.kid }),
@@ -845,6 +890,13 @@ describe("OIDC token exchange", () => {
       const tokens = await exchange(params, c);
       assert.equal((await introspect(tokens.access_token)).client_id, c.clientMetadata().client_id);
     }
+    // A public client (client_id only) exchanges the tokens issued to it.
+    const own = (await adminTokens(exchangerPublic)).access_token;
+    const publicTokens = await exchange(
+      { subject_token: own, subject_token_type: TT.access },
+      await config(exchangerPublic, client.None()),
+    );
+    assert.equal((await introspect(publicTokens.access_token)).client_id, exchangerPublic.clientId);
     await nothingStored(async () => {
       await refused(
         exchange(params, await config(web)),

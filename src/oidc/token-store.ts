@@ -87,12 +87,15 @@ export interface ActClaim {
 
 /**
  * What an exchanged token descends from (token exchange, docs/token-exchange.md): its actor and every access
- * token and personal access token it was exchanged from, transitively. It stays active only while they do.
+ * token, personal access token and browser session it was exchanged from, transitively. It stays active
+ * only while they do.
  */
 export interface Lineage {
   act?: ActClaim;
   tokenIds: string[];
   patIds: string[];
+  /** Browser sessions (login sessions) of the tokens it was exchanged from; absent in older rows. */
+  sessionIds?: string[];
 }
 
 /** Every user of an `act` chain, newest actor first. */
@@ -196,6 +199,7 @@ const ACCESS_COLUMNS = [
   "act",
   "ancestor_token_ids",
   "ancestor_pat_ids",
+  "ancestor_session_ids",
 ] as const;
 
 const REFRESH_COLUMNS = [
@@ -217,6 +221,7 @@ const REFRESH_COLUMNS = [
   "act",
   "ancestor_token_ids",
   "ancestor_pat_ids",
+  "ancestor_session_ids",
 ] as const;
 
 const CODE_COLUMNS = [
@@ -259,10 +264,18 @@ function accessValues(t: AccessTokenRecord): unknown[] {
   ];
 }
 
-/** The act, ancestor_token_ids and ancestor_pat_ids columns (all NULL for tokens not exchanged). */
+/**
+ * The act, ancestor_token_ids, ancestor_pat_ids and ancestor_session_ids columns (all NULL for tokens not
+ * exchanged).
+ */
 function lineageValues(lineage: Lineage | null | undefined): unknown[] {
-  if (!lineage) return [null, null, null];
-  return [lineage.act ? JSON.stringify(lineage.act) : null, lineage.tokenIds, lineage.patIds];
+  if (!lineage) return [null, null, null, null];
+  return [
+    lineage.act ? JSON.stringify(lineage.act) : null,
+    lineage.tokenIds,
+    lineage.patIds,
+    lineage.sessionIds ?? [],
+  ];
 }
 
 function toLineage(row: Record<string, unknown>): Lineage | null {
@@ -272,6 +285,7 @@ function toLineage(row: Record<string, unknown>): Lineage | null {
     ...(act ? { act: act as ActClaim } : {}),
     tokenIds: (row.ancestor_token_ids as string[] | null) ?? [],
     patIds: (row.ancestor_pat_ids as string[] | null) ?? [],
+    sessionIds: (row.ancestor_session_ids as string[] | null) ?? [],
   };
 }
 
@@ -536,25 +550,46 @@ export class TokenStore {
 
   /**
    * True while what an exchanged token descends from still holds: none of its ancestor access tokens is
-   * revoked, none of its ancestor personal access tokens removed or expired, every actor of its `act`
-   * chain is an active user. One statement; only exchanged tokens pay for it.
+   * revoked, none of its ancestor personal access tokens removed or expired, none of its ancestor browser
+   * sessions ended, every actor of its `act` chain is an active user. One statement; only exchanged tokens
+   * pay for it.
    */
   async lineageActive(instanceId: string, lineage: Lineage): Promise<boolean> {
     const tokenIds = [...new Set(lineage.tokenIds)];
     const patIds = [...new Set(lineage.patIds)];
+    const sessionIds = [...new Set(lineage.sessionIds ?? [])];
     const actors = [...new Set(actorsOf(lineage.act))];
-    if (tokenIds.length + patIds.length + actors.length === 0) return true;
-    const [row] = await this.db.query<{ tokens: number; pats: number; actors: number }>(
+    if (tokenIds.length + patIds.length + sessionIds.length + actors.length === 0) return true;
+    const [row] = await this.db.query<{ tokens: number; pats: number; sessions: number; actors: number }>(
       `SELECT
          (SELECT count(*)::int FROM oidc_access_tokens
            WHERE instance_id = $1 AND id = ANY($2::text[]) AND revoked_at IS NULL) AS tokens,
          (SELECT count(*)::int FROM personal_access_tokens
            WHERE instance_id = $1 AND id = ANY($3::text[]) AND (expires_at IS NULL OR expires_at > now())) AS pats,
+         (SELECT count(*)::int FROM sessions WHERE instance_id = $1 AND id = ANY($6::text[])) AS sessions,
          (SELECT count(*)::int FROM users
            WHERE instance_id = $1 AND id = ANY($4::text[]) AND state = $5) AS actors`,
-      [instanceId, tokenIds, patIds, actors, UserState.active],
+      [instanceId, tokenIds, patIds, actors, UserState.active, sessionIds],
     );
-    return row.tokens === tokenIds.length && row.pats === patIds.length && row.actors === actors.length;
+    return (
+      row.tokens === tokenIds.length &&
+      row.pats === patIds.length &&
+      row.sessions === sessionIds.length &&
+      row.actors === actors.length
+    );
+  }
+
+  /**
+   * The user of each of these browser sessions that still exists (a session that ended, by end_session, the
+   * login UI's sign-out, DELETE /sessions/{id} or its user's removal, has no row any more).
+   */
+  async liveSessions(instanceId: string, sessionIds: string[]): Promise<Map<string, string>> {
+    if (sessionIds.length === 0) return new Map();
+    const rows = await this.db.query<{ id: string; user_id: string }>(
+      "SELECT id, user_id FROM sessions WHERE instance_id = $1 AND id = ANY($2::text[])",
+      [instanceId, [...new Set(sessionIds)]],
+    );
+    return new Map(rows.map((r) => [r.id, r.user_id]));
   }
 
   /** Records a client assertion's jti; false when it was used before (replay). */

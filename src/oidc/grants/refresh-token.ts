@@ -58,11 +58,11 @@ export const refreshTokenGrant: Grant = async (ctx, info, request) => {
   const user = await loadUser(ctx.db, info.instance.id, record.subject);
   if (!isActive(user)) throw new InvalidGrant("the user is not active");
   // An exchanged family (token exchange) lives only as long as the tokens it was exchanged from: they are
-  // its absolute end (notAfter), and a revoked ancestor or an inactive actor ends it.
+  // its absolute end (notAfter), and a revoked ancestor, an ended session or an inactive actor ends it.
   const lineage = record.lineage ?? undefined;
   if (lineage && !(await ctx.tokens.lineageActive(info.instance.id, lineage))) {
     throw new InvalidGrant(
-      "a token this refresh token was exchanged from is revoked, or its actor is inactive",
+      "a token this refresh token was exchanged from is revoked, its session ended, or its actor is inactive",
     );
   }
 
