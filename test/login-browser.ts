@@ -167,6 +167,7 @@ export type LoginPageName =
   | "reauth"
   | "register"
   | "register-errors"
+  | "logout"
   | "account"
   | "signedout"
   | "error"
@@ -257,8 +258,14 @@ export async function visitLoginPages(
     await visit("form-post", formPost);
     await formPost.close();
 
+    // end_session without id_token_hint: the confirmation; Cancel leads to the account page
+    await page.goto(`${platform.url}/oidc/v1/end_session`);
+    await heading(/Sign out of .*\?/);
+    await visit("logout", page);
+    await page.getByRole("link", { name: "Cancel" }).click();
+    await page.waitForURL(`${platform.url}/`);
+
     // the account page, then sign-out
-    await page.goto(`${platform.url}/`);
     await heading(/Your account/);
     await visit("account", page);
     await page.getByRole("button", { name: "Sign out" }).click();

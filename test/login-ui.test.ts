@@ -284,6 +284,6 @@ describe("login UI in Chromium", () => {
       },
     );
     assert.deepEqual(failures, []);
-    assert.equal(seen.size, 13, `every page visited: ${[...seen].join(", ")}`);
+    assert.equal(seen.size, 14, `every page visited: ${[...seen].join(", ")}`);
   });
 });

@@ -221,6 +221,54 @@ describe("signing in to an application in Chromium", () => {
     await context.close();
   });
 
+  it("end_session without id_token_hint asks first (without JavaScript): another site's form ends nothing, Cancel keeps the session, Sign out ends it", async () => {
+    const { context, page, problems } = await newPage({ javaScriptEnabled: false });
+    const request = await authorization();
+    await page.goto(request.url);
+    await signIn(page, "alice");
+    const tokens = await request.redeem(page);
+
+    // another site (127.0.0.1 is not localhost's site) posts a sign-out form with a made-up token: Chromium
+    // sends no SameSite=Lax cookie with it, so the endpoint continues as a GET, which asks
+    const otherSite = app.callback.replace("/callback", "/prize");
+    await page.route(otherSite, (route) =>
+      route.fulfill({
+        contentType: "text/html; charset=utf-8",
+        body: `<!doctype html><html lang="en"><title>Prize</title><form method="post" action="${platform.url}/oidc/v1/end_session"><input type="hidden" name="client_id" value="${clientId}"><input type="hidden" name="csrf" value="forged"><button>Claim your prize</button></form></html>`,
+      }),
+    );
+    await page.goto(otherSite);
+    await page.getByRole("button", { name: "Claim your prize" }).click();
+    await page.waitForURL(`${platform.url}/oidc/v1/end_session?**`);
+    assert.equal(await heading(page), "Sign out of Platform?");
+    assert.match((await page.locator(".sessions").textContent()) ?? "", /Alice Martin/);
+    assert.equal((await client.tokenIntrospection(config, tokens.access_token)).active, true);
+
+    // the application's own request (no hint): Cancel goes back to it, nothing ended
+    const signedOut = app.callback.replace("/callback", "/signed-out");
+    const logout = client.buildEndSessionUrl(config, { post_logout_redirect_uri: signedOut, state: "later" });
+    await page.goto(logout.href);
+    assert.equal(await heading(page), "Sign out of Platform?");
+    await page.getByRole("link", { name: "Cancel" }).click();
+    await page.waitForURL(`${signedOut}?state=later`);
+    assert.equal((await client.tokenIntrospection(config, tokens.access_token)).active, true);
+    const silent = await authorization({ prompt: "none" });
+    await page.goto(silent.url);
+    assert.equal((await silent.redeem(page)).claims()!.sub, aliceId, "still signed in");
+
+    // confirmed: signed out, back at the application with state
+    await page.goto(logout.href);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${signedOut}?state=later`);
+    assert.equal((await client.tokenIntrospection(config, tokens.access_token)).active, false);
+    const after = await authorization({ prompt: "none" });
+    await page.goto(after.url);
+    await page.waitForURL(`${app.callback}?**`);
+    assert.equal(new URL(page.url()).searchParams.get("error"), "login_required");
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   it("the demo relying party signs in end to end and shows the ID token claims and userinfo", async () => {
     const dir = tempDir("demo-");
     const demo = await startDemo({

@@ -9,7 +9,8 @@
  *   authenticated a request;
  * - `login.selectSessionFor(request, authRequest)` / `login.sessionsOfUserAgent(request)`: the browser's
  *   sessions (prompt=none, id_token_hint, auth_time / amr);
- * - `login.endBrowserSessions(request, reply)` and `SIGNED_OUT_URL`: end_session;
+ * - `login.browserSessions(request)`, `login.endBrowserSessions(request, reply)`, `SIGNED_OUT_URL` and the
+ *   confirmation page (`sendLogoutConfirmation`, `logoutConfirmed`, ./logout.ts): end_session;
  * - `login.sendClientResponse(...)` / `renderFormPost(...)`: redirect or the form_post page.
  */
 import cookie from "@fastify/cookie";
@@ -33,7 +34,20 @@ export {
   redirectWith,
   unavailableCompleter,
 } from "./completer.ts";
-export { Login, type LoginDeps, type LoginOptions, SIGNED_OUT_URL } from "./login.ts";
+export {
+  type BrowserSession,
+  Login,
+  type LoginDeps,
+  type LoginOptions,
+  SIGNED_OUT_URL,
+} from "./login.ts";
+export {
+  LOGOUT_CONFIRMATION_FIELD,
+  type LogoutConfirmation,
+  logoutConfirmed,
+  sendLogoutConfirmation,
+  sendLogoutRefused,
+} from "./logout.ts";
 export { renderFormPost, sendFormPost } from "./render.ts";
 export { findLoginSession, type LoginSession, type SessionSelection } from "./sessions.ts";
 export { readUserAgent, USER_AGENT_COOKIE, type UserAgent } from "./user-agent.ts";

@@ -42,6 +42,12 @@ export interface LoginOptions {
   completer?: AuthRequestCompleter;
 }
 
+/** A session of a browser: its ID and its user. */
+export interface BrowserSession {
+  sessionId: string;
+  userId: string;
+}
+
 /** The page the browser sees after sign-out (end_session may send it there). */
 export const SIGNED_OUT_URL = "/ui/login/signedout";
 
@@ -118,6 +124,20 @@ export class Login {
   }
 
   /**
+   * Every session of the browser of `request`, also those of users locked or deactivated since (what
+   * sign-out ends), unordered. `sessionsOfUserAgent` answers the usable ones with their accounts.
+   */
+  async browserSessions(request: FastifyRequest): Promise<BrowserSession[]> {
+    const agent = readUserAgent(request);
+    if (!agent) return [];
+    const rows = await this.deps.db.query<{ id: string; user_id: string }>(
+      "SELECT id, user_id FROM sessions WHERE instance_id = $1 AND user_agent_hash = $2",
+      [this.instanceId(request), agent.hash],
+    );
+    return rows.map((row) => ({ sessionId: row.id, userId: row.user_id }));
+  }
+
+  /**
    * Ends the browser's sessions (all, or those of `sessionIds` among them) through the sessions domain;
    * ending all clears the cookie too. Answers the sessions ended (e.g. to revoke their tokens).
    */
@@ -125,25 +145,19 @@ export class Login {
     request: FastifyRequest,
     reply: FastifyReply,
     options: { sessionIds?: string[] } = {},
-  ): Promise<{ sessionId: string; userId: string }[]> {
-    const agent = readUserAgent(request);
-    if (!agent) return [];
+  ): Promise<BrowserSession[]> {
+    if (!readUserAgent(request)) return [];
     const instanceId = this.instanceId(request);
-    // every session of the browser, also those of users locked or deactivated since
-    const rows = await this.deps.db.query<{ id: string; user_id: string }>(
-      "SELECT id, user_id FROM sessions WHERE instance_id = $1 AND user_agent_hash = $2",
-      [instanceId, agent.hash],
-    );
-    const ended: { sessionId: string; userId: string }[] = [];
-    for (const row of rows) {
-      if (options.sessionIds && !options.sessionIds.includes(row.id)) continue;
+    const ended: BrowserSession[] = [];
+    for (const session of await this.browserSessions(request)) {
+      if (options.sessionIds && !options.sessionIds.includes(session.sessionId)) continue;
       try {
         await terminateSession(
           this.deps.eventStore,
-          { instanceId, creator: row.user_id },
-          { sessionId: row.id },
+          { instanceId, creator: session.userId },
+          { sessionId: session.sessionId },
         );
-        ended.push({ sessionId: row.id, userId: row.user_id });
+        ended.push(session);
       } catch (error) {
         if (!(error instanceof NotFoundError)) throw error; // ended meanwhile
       }

@@ -14,8 +14,8 @@
  *   POST /ui/login/register
  *   GET  /ui/login/idp/…              sign-in with an external identity provider (./idp/routes.ts)
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
- *   POST /ui/login/signout            ends the browser's sessions
- *   GET  /ui/login/signedout          "You are signed out"
+ *   POST /ui/login/signout            ends the browser's sessions (./logout.ts)
+ *   GET  /ui/login/signedout          "You are signed out" (./logout.ts)
  *   GET  /ui/assets/login.<hash>.css  the stylesheet (immutable)
  *   GET  /                            the account page for browsers, a JSON pointer for API clients
  */
@@ -45,7 +45,7 @@ import type { AuthRequest, UiState } from "./auth-requests.ts";
 import type { Translator } from "./i18n.ts";
 import { LoginIdps, registerIdpRoutes, requestedIdpOf, startUrl } from "./idp/routes.ts";
 import type { Login } from "./login.ts";
-import { SIGNED_OUT_URL } from "./login.ts";
+import { registerLogoutRoutes } from "./logout.ts";
 import { initials, type PageContext, renderFragment, STYLESHEET, sendPage } from "./render.ts";
 import { databaseNow, type LoginSession, needsPassword, nextStep } from "./sessions.ts";
 import { csrfToken, csrfValid, readUserAgent, type UserAgent } from "./user-agent.ts";
@@ -779,24 +779,12 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
       });
 
       // ---------------------------------------------------------------------------------------------
-      // Sign-out
+      // Sign-out (./logout.ts)
 
-      ui.post("/login/signout", async (request, reply) => {
-        const agent = await checkForm(request, reply);
-        if (!agent) return reply;
-        await login.endBrowserSessions(request, reply);
-        return reply.redirect(SIGNED_OUT_URL, 303);
+      await registerLogoutRoutes(ui, login, {
+        checkForm,
+        sendMessage: (request, reply, options) => sendMessage(login, request, reply, options),
       });
-
-      ui.get("/login/signedout", async (request, reply) =>
-        sendMessage(login, request, reply, {
-          status: 200,
-          title: "signedout.title",
-          message: "signedout.text",
-          alert: false,
-          link: { url: stepUrl("loginname"), text: "signedout.signIn" },
-        }),
-      );
     },
     { prefix: "/ui" },
   );

@@ -9,7 +9,7 @@ import {
   signInThroughUi,
 } from "../../test/authorize.ts";
 import { restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
-import { type Answer, addHuman, HttpBrowser } from "../../test/login.ts";
+import { type Answer, addHuman, formOf, HttpBrowser } from "../../test/login.ts";
 import { client, discover, ownerToken } from "../../test/oidc.ts";
 import { halfHash } from "./issue.ts";
 
@@ -668,33 +668,164 @@ describe("authorization endpoint", () => {
       assertRedirectError(await b.get(silent.path), "login_required", { state: "s" });
     });
 
-    it("with client_id and no hint; without a client the URI is ignored and the signed-out page shown; POST", async () => {
+    /** Whether `b`'s session still signs in without a page (prompt=none answers a code). */
+    const stillSignedIn = async (b: HttpBrowser) => {
+      const silent = await codeRequest({ prompt: "none" });
+      return /\?code=/.test((await b.get(silent.path)).location ?? "");
+    };
+
+    /** The confirmation page: 200, HTML, not framable, posting back to end_session, nothing redirected. */
+    const assertConfirmation = (answer: Answer, accounts: string[]) => {
+      assert.equal(answer.status, 200, answer.text.slice(0, 300));
+      assert.equal(answer.location, undefined, "no redirect");
+      assert.match(answer.headers.get("content-type") ?? "", /^text\/html/);
+      assert.equal(answer.headers.get("x-frame-options"), "DENY");
+      assert.match(answer.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/);
+      assert.match(answer.text, /<h1 id="page-title">Sign out of Platform\?<\/h1>/);
+      assert.match(answer.text, /<form method="post" action="\/oidc\/v1\/end_session">/);
+      const listed = [...answer.text.matchAll(/<span class="account-name">([^<]*)<\/span>/g)].map(
+        (m) => m[1],
+      );
+      assert.deepEqual(listed.sort(), [...accounts].sort());
+    };
+
+    it("without a hint a GET ends nothing and asks first; confirming ends every session, revokes their tokens and redirects with state", async () => {
+      const b = browser();
+      const tokens = await signIn(b, "bob");
+      const params = { client_id: web.clientId, post_logout_redirect_uri: WEB_SIGNED_OUT, state: "bye" };
+      const asked = await b.get(`/oidc/v1/end_session?${new URLSearchParams(params)}`);
+      assertConfirmation(asked, ["Bob Keller"]);
+      // the post and the redirect after it may go to the application (form-action); Cancel leads there too
+      assert.match(
+        asked.headers.get("content-security-policy") ?? "",
+        /form-action 'self' https:\/\/web\.example/,
+      );
+      assert.match(
+        asked.text,
+        /<a class="button button-secondary" href="https:\/\/web\.example\/signed-out\?state=bye">Cancel<\/a>/,
+      );
+      // the form posts the request back with the browser's CSRF token
+      const { csrf, ...posted } = formOf(asked.text, "/oidc/v1/end_session");
+      assert.deepEqual(posted, params);
+      assert.match(csrf, /^[\w-]{43}$/);
+      // nothing ended: the tokens are active, the refresh token works, the session signs in
+      assert.equal((await client.tokenIntrospection(webConfig, tokens.access_token)).active, true);
+      const refreshed = await client.refreshTokenGrant(webConfig, tokens.refresh_token!);
+      assert.ok(await stillSignedIn(b), "still signed in after the GET");
+
+      const confirmed = await b.submit(asked, "/oidc/v1/end_session", {});
+      assert.equal(confirmed.location, `${WEB_SIGNED_OUT}?state=bye`);
+      assert.equal(b.cookies.size, 0, "every session ended: the cookie is cleared");
+      assert.equal((await client.tokenIntrospection(webConfig, refreshed.access_token)).active, false);
+      const silent = await codeRequest({ prompt: "none", state: "s" });
+      assertRedirectError(await b.get(silent.path), "login_required", { state: "s" });
+    });
+
+    it("without a client the URI is ignored and the signed-out page shown; with nothing signed in, no question; POST", async () => {
       const b = browser();
       await signIn(b, "bob");
-      const withClient = await b.get(
-        `/oidc/v1/end_session?${new URLSearchParams({ client_id: web.clientId, post_logout_redirect_uri: WEB_SIGNED_OUT })}`,
-      );
-      assert.equal(withClient.location, WEB_SIGNED_OUT);
-      assert.equal(b.cookies.size, 0, "every session ended: the cookie is cleared");
-
-      await signIn(b, "bob");
-      const ignored = await b.get(
+      const asked = await b.get(
         `/oidc/v1/end_session?${new URLSearchParams({ post_logout_redirect_uri: WEB_SIGNED_OUT })}`,
       );
-      assert.equal(ignored.location, "/ui/login/signedout");
-      assert.match((await b.follow(ignored.location!)).text, /You are signed out/);
+      assertConfirmation(asked, ["Bob Keller"]);
+      assert.match(asked.text, /<a class="button button-secondary" href="\/">Cancel<\/a>/);
+      const ignored = await b.submit(asked, "/oidc/v1/end_session", {});
+      assert.match(ignored.text, /You are signed out/);
+      assert.match(ignored.text, /Every account in this browser is signed out/);
+
+      // nothing to sign out: straight on, nothing asked
+      const nothing = await b.get(
+        `/oidc/v1/end_session?${new URLSearchParams({ client_id: web.clientId, post_logout_redirect_uri: WEB_SIGNED_OUT })}`,
+      );
+      assert.equal(nothing.status, 302);
+      assert.equal(nothing.location, WEB_SIGNED_OUT);
 
       const tokens = await signIn(b, "bob");
       const posted = await b.post("/oidc/v1/end_session", { id_token_hint: tokens.id_token! });
       assert.equal(posted.status, 303);
       assert.equal(posted.location, "/ui/login/signedout");
-      // a cross-site POST carries no cookie: it continues as a GET, which does
-      const crossSite = await browser().post("/oidc/v1/end_session", { client_id: web.clientId, state: "x" });
+      // a cross-site POST carries no cookie: it continues as a GET, which does (a token is not carried over)
+      const crossSite = await browser().post("/oidc/v1/end_session", {
+        client_id: web.clientId,
+        state: "x",
+        csrf: "anything",
+      });
       assert.equal(crossSite.status, 303);
       assert.equal(
         crossSite.location,
         `/oidc/v1/end_session?client_id=${encodeURIComponent(web.clientId)}&state=x`,
       );
+    });
+
+    it("a POST without this browser's CSRF token ends nothing: without one it asks, with a wrong one it is refused (403)", async () => {
+      const b = browser();
+      const tokens = await signIn(b, "alice");
+      const other = browser();
+      await signIn(other, "bob");
+      const othersPage = await other.get(
+        `/oidc/v1/end_session?client_id=${encodeURIComponent(web.clientId)}`,
+      );
+      const othersToken = formOf(othersPage.text, "/oidc/v1/end_session").csrf;
+      assert.ok(othersToken);
+
+      // an application's POST (or another page's, with the cookie): asked, nothing ended
+      const asked = await b.post("/oidc/v1/end_session", { client_id: web.clientId, state: "x" });
+      assertConfirmation(asked, ["Alice Martin"]);
+      for (const csrf of ["forged", othersToken, `${othersToken}x`]) {
+        const refused = await b.post("/oidc/v1/end_session", { client_id: web.clientId, csrf });
+        assert.equal(refused.status, 403, refused.text.slice(0, 300));
+        assert.equal(refused.location, undefined);
+        assert.match(refused.text, /Sign-out not possible/);
+        assert.match(refused.text, /This form has expired or was sent from another site/);
+      }
+      // a GET never confirms, whatever it carries
+      const viaGet = await b.get(
+        `/oidc/v1/end_session?${new URLSearchParams({ client_id: web.clientId, csrf: formOf(asked.text, "/oidc/v1/end_session").csrf })}`,
+      );
+      assertConfirmation(viaGet, ["Alice Martin"]);
+      assert.equal((await client.tokenIntrospection(webConfig, tokens.access_token)).active, true);
+      assert.ok(await stillSignedIn(b), "alice is still signed in");
+      assert.ok(await stillSignedIn(other), "bob is still signed in");
+    });
+
+    it("a valid hint whose session is not one of this browser's asks first, and then ends only its user's sessions", async () => {
+      const first = browser();
+      const earlier = await signIn(first, "alice");
+      const b = browser();
+      const alice = await signIn(b, "alice");
+      // bob signs in beside alice in b
+      const request = await codeRequest({ prompt: "select_account" });
+      const picker = await b.follow(request.path);
+      const id = /authRequest=([\w-]+)/.exec(picker.text)![1];
+      const loginName = await b.follow(`/ui/login/loginname?authRequest=${id}`);
+      const pw = await b.submit(loginName, "/ui/login/loginname", { loginName: "bob" });
+      const bob = await redeem(await b.submit(pw, "/ui/login/password", { password: PASSWORD }), request);
+
+      // alice's ID token of the first browser: signed by us, but not of a session of b
+      const params = {
+        id_token_hint: earlier.id_token!,
+        post_logout_redirect_uri: WEB_SIGNED_OUT,
+        state: "s",
+      };
+      const asked = await b.get(`/oidc/v1/end_session?${new URLSearchParams(params)}`);
+      assertConfirmation(asked, ["Alice Martin"]);
+      assert.equal((await client.tokenIntrospection(webConfig, alice.access_token)).active, true);
+      const confirmed = await b.submit(asked, "/oidc/v1/end_session", {});
+      assert.equal(confirmed.location, `${WEB_SIGNED_OUT}?state=s`);
+      assert.equal((await client.tokenIntrospection(webConfig, alice.access_token)).active, false);
+      assert.equal((await client.tokenIntrospection(webConfig, bob.access_token)).active, true);
+      assert.equal(
+        (await client.tokenIntrospection(webConfig, earlier.access_token)).active,
+        true,
+        "the first browser's session stays",
+      );
+      assert.ok(await stillSignedIn(first));
+
+      // a browser without sessions of the hint's user: nothing to end, nothing asked
+      const fresh = await browser().get(`/oidc/v1/end_session?${new URLSearchParams(params)}`);
+      assert.equal(fresh.status, 302);
+      assert.equal(fresh.location, `${WEB_SIGNED_OUT}?state=s`);
+      assert.equal((await client.tokenIntrospection(webConfig, earlier.access_token)).active, true);
     });
 
     it("bad requests end nothing and show a page: another client than the hint's, an unregistered URI, a bad hint", async () => {
@@ -725,7 +856,11 @@ describe("authorization endpoint", () => {
       const other = await b.follow(`/ui/login/loginname?authRequest=${id}`);
       const pw = await b.submit(other, "/ui/login/loginname", { loginName: "bob" });
       const bob = await redeem(await b.submit(pw, "/ui/login/password", { password: PASSWORD }), request);
-      await b.get(`/oidc/v1/end_session?${new URLSearchParams({ id_token_hint: alice.id_token! })}`);
+      const ended = await b.get(
+        `/oidc/v1/end_session?${new URLSearchParams({ id_token_hint: alice.id_token! })}`,
+      );
+      assert.equal(ended.location, "/ui/login/signedout", "at once, nothing asked");
+      assert.match((await b.follow(ended.location!)).text, /Other accounts stay signed in on this browser/);
       assert.equal((await client.tokenIntrospection(webConfig, alice.access_token)).active, false);
       assert.equal((await client.tokenIntrospection(webConfig, bob.access_token)).active, true);
       const silent = await codeRequest({ prompt: "none" });

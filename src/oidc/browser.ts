@@ -13,6 +13,10 @@
  *
  * A cross-site POST carries no SameSite=Lax cookie, so a POST whose browser we cannot see is never decided
  * here: the login UI (a GET, with the cookie) decides, as for every other stored request.
+ *
+ * End session, after validation (./endpoints/end-session.ts): at once when an id_token_hint names one of
+ * the browser's sessions (or nothing is signed in), else after the person confirmed on the login UI's
+ * confirmation page (src/login/logout.ts), whose form posts back here with the browser's CSRF token.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
@@ -20,17 +24,21 @@ import {
   type AuthRequest,
   type AuthRequestInput,
   type ClientResponse,
+  LOGOUT_CONFIRMATION_FIELD,
   type Login,
   loginUrl,
+  logoutConfirmed,
   readUserAgent,
   SIGNED_OUT_URL,
   sendFormPost,
+  sendLogoutConfirmation,
+  sendLogoutRefused,
 } from "../login/index.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
 import { authorizationResponse, unexpected } from "./complete.ts";
 import { type OidcContext, type RequestInfo, requestInfo } from "./context.ts";
 import { validateAuthorizeRequest } from "./endpoints/authorize.ts";
-import { endSessionRequest } from "./endpoints/end-session.ts";
+import { END_SESSION_PARAMETERS, endSessionRequest, logoutPlan } from "./endpoints/end-session.ts";
 import { OAuthError } from "./errors.ts";
 import { type CollectedParams, collectParams } from "./http.ts";
 import { OidcPath } from "./issuer.ts";
@@ -221,6 +229,11 @@ async function routes(app: FastifyInstance, ctx: OidcContext, login: Login): Pro
     return reply.redirect(loginUrl(stored.id), request.method === "POST" ? 303 : 302);
   }
 
+  /**
+   * End session. A request the browser's own session vouches for (an id_token_hint with its `sid`), or one
+   * with nothing to end, is carried out at once; any other shows the confirmation page, whose form posts
+   * the request back with the browser's CSRF token. Only such a post ends sessions without a hint.
+   */
   const endSession = async (request: FastifyRequest, reply: FastifyReply) => {
     const params = paramsOf(request);
     if (!params) {
@@ -230,10 +243,18 @@ async function routes(app: FastifyInstance, ctx: OidcContext, login: Login): Pro
         description: `the request body must be ${FORM}`,
       });
     }
-    // A cross-site form post carries no SameSite=Lax cookie: continue as a GET, which does.
+    // A cross-site form post carries no SameSite=Lax cookie: continue as a GET, which does (and which
+    // asks the person again: a confirmation's token is not carried over).
     if (request.method === "POST" && !readUserAgent(request)) {
-      const query = new URLSearchParams([...params.values]).toString();
+      const query = new URLSearchParams(
+        [...params.values].filter(([name]) => name !== LOGOUT_CONFIRMATION_FIELD),
+      ).toString();
       return reply.redirect(`${OidcPath.endSession}${query ? `?${query}` : ""}`, 303);
+    }
+    const uiLocales = uiLocalesOf(params);
+    const confirmation = request.method === "POST" ? params.values.get(LOGOUT_CONFIRMATION_FIELD) : undefined;
+    if (confirmation !== undefined && !logoutConfirmed(request, confirmation)) {
+      return sendLogoutRefused(login, request, reply, uiLocales);
     }
     const info = await requestInfo(ctx, request);
     const decided = await endSessionRequest(ctx, info, params);
@@ -242,29 +263,40 @@ async function routes(app: FastifyInstance, ctx: OidcContext, login: Login): Pro
         kind: "signout",
         error: decided.error.error,
         description: decided.error.description,
-        uiLocales: uiLocalesOf(params),
+        uiLocales,
       });
     }
-    const ended = await endSessions(request, reply, decided.userId);
-    await ctx.tokens.revokeSessions(
-      info.instance.id,
-      ended.map((e) => e.sessionId),
-    );
+    const sessions = await login.browserSessions(request);
+    const plan = logoutPlan(decided.hint, sessions);
+    if (plan.confirm && confirmation === undefined) {
+      const fields: Record<string, string> = {};
+      for (const name of END_SESSION_PARAMETERS) {
+        const value = params.values.get(name);
+        if (value !== undefined) fields[name] = value;
+      }
+      return sendLogoutConfirmation(login, request, reply, {
+        action: OidcPath.endSession,
+        fields,
+        sessionIds: plan.sessionIds,
+        redirectTo: decided.redirectTo,
+        uiLocales,
+      });
+    }
+    if (plan.sessionIds.length > 0) {
+      // ending them all clears the cookie too
+      const all = plan.sessionIds.length === sessions.length;
+      const ended = await login.endBrowserSessions(
+        request,
+        reply,
+        all ? {} : { sessionIds: plan.sessionIds },
+      );
+      await ctx.tokens.revokeSessions(
+        info.instance.id,
+        ended.map((e) => e.sessionId),
+      );
+    }
     return reply.redirect(decided.redirectTo ?? SIGNED_OUT_URL, request.method === "POST" ? 303 : 302);
   };
-
-  /**
-   * Ends the browser's sessions: those of `userId` (the id_token_hint's user) when given, else all. When
-   * nothing of the browser remains, the cookie goes too.
-   */
-  async function endSessions(request: FastifyRequest, reply: FastifyReply, userId: string | undefined) {
-    if (userId === undefined) return login.endBrowserSessions(request, reply);
-    const sessions = await login.sessionsOfUserAgent(request);
-    const ofUser = sessions.filter((s) => s.userId === userId).map((s) => s.id);
-    if (ofUser.length === 0) return [];
-    if (ofUser.length === sessions.length) return login.endBrowserSessions(request, reply);
-    return login.endBrowserSessions(request, reply, { sessionIds: ofUser });
-  }
 
   const options = { exposeHeadRoute: false };
   app.get(OidcPath.authorize, options, authorize);
