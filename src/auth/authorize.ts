@@ -3,12 +3,35 @@ import { PermissionDeniedError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { Queryable } from "../storage/database.ts";
 import type { Caller, ResolvedContext } from "./caller.ts";
-import { type Permission, permissionsOf } from "./permissions.ts";
+import { coversRoles, type Permission, permissionsOf } from "./permissions.ts";
 
 interface Membership {
   contextType: number;
   contextId: string;
   roles: string[];
+}
+
+/** Roles a membership write is about to give a user, and where. */
+export interface RolesGiven {
+  context: ResolvedContext;
+  roles: readonly string[];
+}
+
+/** A membership row as the account-control rule reads it. */
+interface StoredMembership {
+  context_type: number;
+  context_id: string;
+  org_id: string | null;
+  roles: string[];
+  [key: string]: unknown;
+}
+const MEMBERSHIP_COLUMNS = "m.context_type, m.context_id, m.org_id, m.roles";
+
+/** The context a stored membership applies in (a project's organization is its resource owner). */
+function membershipContext(instanceId: string, m: StoredMembership): ResolvedContext {
+  if (m.context_type === ContextType.instance) return { type: "instance", instanceId };
+  if (m.context_type === ContextType.org) return { type: "org", instanceId, orgId: m.context_id };
+  return { type: "project", instanceId, orgId: m.org_id ?? "", projectId: m.context_id };
 }
 
 /**
@@ -93,6 +116,86 @@ export class Authorizer {
     if (!(await this.can(caller, permission, context))) {
       throw new PermissionDeniedError(`permission denied: ${permission} is required`);
     }
+  }
+
+  /**
+   * No control over a more privileged account: whether the caller holds, in the context of each membership
+   * of the user `targetId`, at least what that membership's roles confer there (`coversRoles`), and the same
+   * for `given`, the roles a membership write is about to give the user. Instance roles of the caller count
+   * everywhere in the instance, organization roles in the organization and its projects, project roles in
+   * their project. A user controls its own account (it holds its own roles); system users control every
+   * account. The target's memberships are read fresh, not from the cache: a role given a moment ago in
+   * another process counts at once. Answers why not: "held" (the target holds more) or "given".
+   */
+  async accountControlGap(
+    caller: Caller,
+    instanceId: string,
+    targetId: string,
+    given?: RolesGiven,
+  ): Promise<"held" | "given" | undefined> {
+    if (caller.kind === "system") return undefined;
+    if (caller.instanceId !== instanceId) return "held";
+    if (caller.userId !== targetId) {
+      const held = await this.db.query<StoredMembership>(
+        `SELECT ${MEMBERSHIP_COLUMNS} FROM memberships m WHERE m.instance_id = $1 AND m.user_id = $2`,
+        [instanceId, targetId],
+      );
+      if (!(await this.covers(caller, instanceId, held))) return "held";
+    }
+    if (given && !coversRoles(await this.permissionsIn(caller, given.context), given.roles)) return "given";
+    return undefined;
+  }
+
+  /**
+   * Removing an organization removes its users: PERMISSION_DENIED unless the caller controls every one of
+   * them (as `accountControlGap`; the caller's own account counts as controlled).
+   */
+  async requireControlOfOrgUsers(caller: Caller, instanceId: string, orgId: string): Promise<void> {
+    if (caller.kind === "system") return;
+    const held =
+      caller.instanceId === instanceId
+        ? await this.db.query<StoredMembership>(
+            `SELECT ${MEMBERSHIP_COLUMNS} FROM memberships m JOIN users u ON u.instance_id = m.instance_id AND u.id = m.user_id
+             WHERE m.instance_id = $1 AND u.org_id = $2 AND u.id <> $3`,
+            [instanceId, orgId, caller.userId],
+          )
+        : undefined;
+    if (!held || !(await this.covers(caller, instanceId, held)))
+      throw new PermissionDeniedError(
+        "permission denied: users of the organization hold roles the caller does not hold (no control over a more privileged account)",
+      );
+  }
+
+  /** Whether the caller holds what each of these memberships' roles confer in its context. */
+  private async covers(caller: Caller, instanceId: string, held: StoredMembership[]): Promise<boolean> {
+    for (const m of held) {
+      const permissions = await this.permissionsIn(caller, membershipContext(instanceId, m));
+      if (!coversRoles(permissions, m.roles)) return false;
+    }
+    return true;
+  }
+
+  /** `accountControlGap` as a boolean (token exchange: may the actor impersonate the subject). */
+  async controlsAccount(caller: Caller, instanceId: string, targetId: string): Promise<boolean> {
+    return (await this.accountControlGap(caller, instanceId, targetId)) === undefined;
+  }
+
+  /** Throws PERMISSION_DENIED unless the caller controls the account `targetId` (`accountControlGap`). */
+  async requireAccountControl(
+    caller: Caller,
+    instanceId: string,
+    targetId: string,
+    given?: RolesGiven,
+  ): Promise<void> {
+    const gap = await this.accountControlGap(caller, instanceId, targetId, given);
+    if (gap === "held")
+      throw new PermissionDeniedError(
+        "permission denied: the user holds roles the caller does not hold (no control over a more privileged account)",
+      );
+    if (gap === "given")
+      throw new PermissionDeniedError(
+        "permission denied: the caller may give only roles whose permissions it holds in that context (no control over a more privileged account)",
+      );
   }
 
   /**

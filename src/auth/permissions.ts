@@ -9,6 +9,10 @@
  * `user.impersonate` (token exchange with an actor token of another user, docs/token-exchange.md) is held
  * only by the END_USER_IMPERSONATOR roles: owning an instance or organization does not imply it, it must be
  * granted on purpose.
+ *
+ * No control over a more privileged account (`coversRoles`, applied by `Authorizer.controlsAccount`): a
+ * permission to change users lets the caller change only accounts whose roles it holds itself, so that
+ * taking over an account never gains more than the caller already has.
  */
 export const permissions = [
   "instance.read",
@@ -125,4 +129,21 @@ export const rolesByContext = { instance: InstanceRoles, org: OrgRoles, project:
 
 export function permissionsOf(roles: readonly string[]): Set<Permission> {
   return new Set(roles.flatMap((role) => rolePermissions[role] ?? []));
+}
+
+/**
+ * Whether a caller holding `callerPermissions` in a context holds at least what `roles` confer there: the
+ * rule "no control over a more privileged account". Every role a user holds, in the context of each of its
+ * memberships, must be covered this way before another caller may change that account (password,
+ * credentials, e-mail, phone, state, deletion, memberships) or impersonate it. `user.impersonate` also counts
+ * as covered where the caller may write memberships (`membership.write`): it could give itself an
+ * END_USER_IMPERSONATOR role there, so holding one puts nobody above it.
+ */
+export function coversRoles(callerPermissions: ReadonlySet<Permission>, roles: readonly string[]): boolean {
+  for (const permission of permissionsOf(roles)) {
+    if (callerPermissions.has(permission)) continue;
+    if (permission === IMPERSONATE && callerPermissions.has("membership.write")) continue;
+    return false;
+  }
+  return true;
 }

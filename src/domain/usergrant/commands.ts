@@ -209,8 +209,9 @@ interface Command {
 }
 
 /**
- * Gives a user roles of a project (through a project grant: only its roles, only to users of the granted
- * organization). One grant per user, project and project grant (ALREADY_EXISTS).
+ * Gives a user roles of a project: directly to users of the project's organization, through a project grant
+ * (only its roles) to users of the granted organization. One grant per user, project and project grant
+ * (ALREADY_EXISTS).
  */
 export async function createUserGrant(
   eventStore: EventStore,
@@ -227,17 +228,19 @@ export async function createUserGrant(
     await holdUser(tx, cmd.instanceId, cmd.userId);
     const project = await holdProject(tx, cmd.instanceId, cmd.projectId, "SHARE");
     const scope = await grantScope(tx, cmd.instanceId, project, cmd.projectGrantId);
-    if (cmd.projectGrantId !== undefined) {
-      const users = await tx.query<{ org_id: string }>(
-        "SELECT org_id FROM users WHERE instance_id = $1 AND id = $2",
-        [cmd.instanceId, cmd.userId],
+    // The organization giving the grant gives it to its own users only: across organizations a project's
+    // roles go through a project grant, which the project's organization controls.
+    const users = await tx.query<{ org_id: string }>(
+      "SELECT org_id FROM users WHERE instance_id = $1 AND id = $2",
+      [cmd.instanceId, cmd.userId],
+    );
+    if (users[0]?.org_id !== scope.orgId)
+      throw new InvalidArgumentError(
+        cmd.projectGrantId !== undefined
+          ? "through a project grant only users of the granted organization"
+          : "directly only users of the project's organization; users of another organization get its roles through a project grant to their organization",
+        cmd.fields.userId,
       );
-      if (users[0]?.org_id !== scope.orgId)
-        throw new InvalidArgumentError(
-          "through a project grant only users of the granted organization",
-          cmd.fields.userId,
-        );
-    }
     checkRoleKeys(scope, cmd.roleKeys, cmd.fields.roleKeys);
     const payload: UserGrantAddedPayload = {
       user_id: cmd.userId,

@@ -301,4 +301,10 @@ async function checkImpersonation(
       `the actor may not impersonate the subject: impersonation needs the permission ${IMPERSONATE} in the subject's organization (role IAM_END_USER_IMPERSONATOR, or ORG_END_USER_IMPERSONATOR of organization ${subject.orgId})`,
     );
   }
+  // No control over a more privileged account (src/auth/authorize.ts).
+  if (!(await ctx.authorizer.controlsAccount(caller, info.instance.id, subject.id))) {
+    throw new InvalidRequest(
+      "the actor may not impersonate the subject: the subject holds roles the actor does not hold (no control over a more privileged account)",
+    );
+  }
 }

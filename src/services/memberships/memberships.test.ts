@@ -387,14 +387,15 @@ describe("memberships", () => {
       token: userOfA.token,
     });
     assert.equal(self.status, 409, self.text);
-    // An IAM_ORG_MANAGER (user.read everywhere) may add other organizations' users too.
+    // An IAM_ORG_MANAGER (user.read everywhere) may add other organizations' users too (with roles whose
+    // permissions it holds: docs/permissions.md, "No control over a more privileged account").
     const manager = await addMachineUser(platform, {
       username: "probe-org-manager",
       orgId: orgB,
       membership: { contextType: "instance", roles: ["IAM_ORG_MANAGER"] },
     });
     const byManager = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
-      json: { user_id: (await member("managed-a", orgA)).userId, roles: ["ORG_OWNER_VIEWER"] },
+      json: { user_id: (await member("managed-a", orgA)).userId, roles: ["ORG_PROJECT_CREATOR"] },
       token: manager.token,
     });
     assert.equal(byManager.status, 201, byManager.text);

@@ -149,6 +149,8 @@ async function projectContext(
 /**
  * PlatformMemberships: administrative roles of users in the instance, an organization or a project.
  * The Authorizer's membership cache is dropped by every membership event (they carry `user_id`).
+ * Every write and delete also needs control over the member's account, with the roles it gives counted
+ * as held (no control over a more privileged account: `Authorizer.requireAccountControl`).
  */
 export function membershipsService(deps: ServiceDeps) {
   /** The context of `ctx` (or of a project in it); memberships exist below the system only. */
@@ -176,7 +178,7 @@ export function membershipsService(deps: ServiceDeps) {
     if (!(await deps.authorizer.can(caller, "membership.read", context)))
       throw new NotFoundError("membership not found");
     await deps.authorizer.authorize(caller, permission, context);
-    return { instanceId, creator: caller.userId, row, context };
+    return { instanceId, caller, creator: caller.userId, row, context };
   }
 
   /**
@@ -237,6 +239,10 @@ export function membershipsService(deps: ServiceDeps) {
       await deps.authorizer.authorize(call.caller, "membership.write", context);
       checkRoles(input.roles, context.type, "membership.roles");
       await requireReadableUser(call, context.instanceId, input.userId);
+      await deps.authorizer.requireAccountControl(call.caller, context.instanceId, input.userId, {
+        context,
+        roles: input.roles,
+      });
       const target = stored(context);
       const id = newId();
       const [event] = await deps.eventStore.push(
@@ -276,9 +282,14 @@ export function membershipsService(deps: ServiceDeps) {
     },
 
     async patchMembership(req, ctx) {
-      const { instanceId, creator, context } = await membershipCall(ctx, req.id, "membership.write");
+      const { instanceId, caller, creator, row, context } = await membershipCall(
+        ctx,
+        req.id,
+        "membership.write",
+      );
       const roles = req.membership?.roles ?? [];
       if (roles.length > 0) checkRoles(roles, context.type, "membership.roles");
+      await deps.authorizer.requireAccountControl(caller, instanceId, row.user_id, { context, roles });
       let before: MembershipAggregate | undefined;
       const events = await deps.eventStore.push({ instanceId, creator }, async (tx) => {
         const m = foldMembership(await tx.load(MEMBERSHIP, req.id));
@@ -290,7 +301,8 @@ export function membershipsService(deps: ServiceDeps) {
     },
 
     async deleteMembership(req, ctx) {
-      const { instanceId, creator } = await membershipCall(ctx, req.id, "membership.delete");
+      const { instanceId, caller, creator, row } = await membershipCall(ctx, req.id, "membership.delete");
+      await deps.authorizer.requireAccountControl(caller, instanceId, row.user_id);
       let before: MembershipAggregate | undefined;
       const events = await deps.eventStore.push({ instanceId, creator }, async (tx) => {
         const m = foldMembership(await tx.load(MEMBERSHIP, req.id));

@@ -188,6 +188,8 @@ export function organizationsService(deps: ServiceDeps) {
 
     async deleteOrganization(req, ctx) {
       const call = await orgCall(ctx, req.id, "org.delete");
+      // Its users go with it: no control over a more privileged account.
+      await deps.authorizer.requireControlOfOrgUsers(call.caller, call.context.instanceId, req.id);
       const version = await removeOrg(deps.eventStore, {
         instanceId: call.context.instanceId,
         creator: call.creator,

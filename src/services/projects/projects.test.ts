@@ -584,8 +584,18 @@ describe("projects, roles and project grants", () => {
     const { userId: survivor } = await addMachineUser(platform, { username: "survivor-user" });
     const doomedProject = await createProject("Doomed org project", `?ctx.org_id=${doomed}`);
     await addRole(doomedProject, "x");
+    // A user of another organization gets the project's roles through a project grant.
+    const toSurvivors = await rest("POST", `${PROJECTS}/${doomedProject}/grants`, {
+      json: { granted_org_id: platform.bootstrapResult!.orgId, role_keys: ["x"] },
+    });
+    assert.equal(toSurvivors.status, 201, toSurvivors.text);
     const onDoomedProject = await rest("POST", USER_GRANTS, {
-      json: { user_id: survivor, project_id: doomedProject, role_keys: ["x"] },
+      json: {
+        user_id: survivor,
+        project_id: doomedProject,
+        project_grant_id: toSurvivors.json.details.id,
+        role_keys: ["x"],
+      },
     });
     assert.equal(onDoomedProject.status, 201, onDoomedProject.text);
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
   addMachineUser,
@@ -301,21 +301,22 @@ describe("user grants", () => {
     await rest("POST", `${PROJECTS}/${searched}/roles`, { json: { key: "r2", display_name: "R2" } });
     const { userId: u1 } = await addMachineUser(platform, { username: "s1", orgId: org });
     const { userId: u2 } = await addMachineUser(platform, { username: "s2", orgId: org });
+    const { userId: u0 } = await addMachineUser(platform, { username: "s0", orgId: orgA });
     const g1 = await grant({ user_id: u1, project_id: searched, role_keys: ["r1"] });
     const g2 = await grant({ user_id: u2, project_id: searched, role_keys: ["r1", "r2"] });
-    const g3 = await grant({ user_id: u1, project_id: projectId, role_keys: ["admin"] });
+    const g3 = await grant({ user_id: u0, project_id: projectId, role_keys: ["admin"] });
 
     const ids = async (filters: unknown, query = "", token?: string) => {
       const r = await rest("POST", `${GRANTS}/_search${query}`, { json: filters, token });
       assert.equal(r.status, 200, r.text);
       return r.json.result.map((g: Json) => g.details.id);
     };
-    assert.deepEqual(await ids([{ user: { user_id: u1 } }], "?query.asc=true"), [g1, g3]);
+    assert.deepEqual(await ids([{ user: { user_id: u1 } }], "?query.asc=true"), [g1]);
     assert.deepEqual(await ids([{ project: { project_id: searched } }], "?query.asc=true"), [g1, g2]);
     assert.deepEqual(await ids([{ role_key: { role_key: "r2" } }]), [g2]);
     assert.deepEqual(await ids([{ org: { org_id: org } }], "?query.asc=true"), [g1, g2]);
     assert.deepEqual(await ids([], `?ctx.org_id=${org}&query.asc=true`), [g1, g2]);
-    assert.deepEqual(await ids([{ in_ids: { ids: [g3, newId()] } }, { user: { user_id: u1 } }]), [g3]);
+    assert.deepEqual(await ids([{ in_ids: { ids: [g3, g1, newId()] } }, { user: { user_id: u0 } }]), [g3]);
     const paged = await rest(
       "POST",
       `${GRANTS}/_search?query.limit=1&sorting_column=USER_GRANT_FIELD_NAME_ID`,
@@ -416,6 +417,134 @@ describe("user grants", () => {
       held.every((g) => !g.role_keys.includes("contested")),
       JSON.stringify(held),
     );
+  });
+
+  it("a user the caller may not read is answered like an unknown one; across organizations only through a project grant", async () => {
+    // Organization B's owner, with a project of B and its role.
+    const ownerOfB = await addMachineUser(platform, {
+      username: "probe-owner-b",
+      orgId: orgB,
+      membership: { contextType: "org", contextId: orgB, roles: ["ORG_OWNER"] },
+    });
+    const projectOfB = (await rest("POST", `${PROJECTS}?ctx.org_id=${orgB}`, { json: { name: "B app" } }))
+      .json.details.id;
+    await rest("POST", `${PROJECTS}/${projectOfB}/roles`, {
+      json: { key: "member", display_name: "Member" },
+    });
+    const { userId: userOfA } = await addMachineUser(platform, { username: "probed-a", orgId: orgA });
+    const attempt = (userId: string, token = ownerOfB.token) =>
+      rest("POST", GRANTS, {
+        json: { user_id: userId, project_id: projectOfB, role_keys: ["member"] },
+        token,
+      });
+    // B's owner cannot read A's user: the same 404 as for an ID that exists nowhere, nothing stored.
+    const before = await eventCount(platform);
+    const unknown = await attempt(newId());
+    const foreign = await attempt(userOfA);
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.deepEqual(unknown.json, { code: 5, message: "user not found", details: [] });
+    assert.equal(foreign.status, unknown.status, foreign.text);
+    assert.deepEqual(foreign.json, unknown.json);
+    const client = createClient(PlatformUserGrants, createGrpcTransport({ baseUrl: platform.url }));
+    const grpcError = async (userId: string) =>
+      client
+        .createUserGrant(
+          { grant: { userId, projectId: projectOfB, roleKeys: ["member"] } },
+          { headers: { authorization: `Bearer ${ownerOfB.token}` } },
+        )
+        .then(
+          () => "created",
+          (e) => (e instanceof ConnectError ? [e.code, e.rawMessage] : e),
+        );
+    assert.deepEqual(await grpcError(newId()), [Code.NotFound, "user not found"]);
+    assert.deepEqual(await grpcError(userOfA), [Code.NotFound, "user not found"]);
+    assert.equal(await eventCount(platform), before);
+    // Its own organization's users get B's roles.
+    const { userId: userOfB } = await addMachineUser(platform, { username: "probed-b", orgId: orgB });
+    assert.equal((await attempt(userOfB)).status, 201);
+
+    // A caller who may read A's user (IAM_OWNER) learns why: a project's roles go directly only to users of
+    // its organization; A's user gets them through a project grant to A.
+    await assertRejected(
+      platform,
+      () => attempt(userOfA, owner),
+      400,
+      3,
+      "grant.user_id: directly only users of the project's organization",
+    );
+    const toA = await rest("POST", `${PROJECTS}/${projectOfB}/grants`, {
+      json: { granted_org_id: orgA, role_keys: ["member"] },
+    });
+    assert.equal(toA.status, 201, toA.text);
+    await grant({
+      user_id: userOfA,
+      project_id: projectOfB,
+      project_grant_id: toA.json.details.id,
+      role_keys: ["member"],
+    });
+
+    // A PROJECT_OWNER (no user.read) reaches the users of its project's organization only.
+    const projectOwner = await addMachineUser(platform, {
+      username: "probe-project-owner",
+      orgId: orgB,
+      membership: { contextType: "project", contextId: projectOfB, roles: ["PROJECT_OWNER"] },
+    });
+    const { userId: another } = await addMachineUser(platform, { username: "probed-b-2", orgId: orgB });
+    assert.equal((await attempt(another, projectOwner.token)).status, 201);
+    const { userId: otherOfA } = await addMachineUser(platform, { username: "probed-a-2", orgId: orgA });
+    const hidden = await attempt(otherOfA, projectOwner.token);
+    assert.equal(hidden.status, 404, hidden.text);
+    assert.deepEqual(hidden.json, unknown.json);
+  });
+
+  it("ctx names the user's organization: accepted when it matches, refused when not", async () => {
+    const { userId } = await addMachineUser(platform, { username: "in-context", orgId: orgA });
+    const body = { user_id: userId, project_id: projectId, role_keys: ["viewer"] };
+    await assertRejected(
+      platform,
+      () => rest("POST", `${GRANTS}?ctx.org_id=${orgB}`, { json: body }),
+      400,
+      3,
+      "ctx: the user belongs to another organization",
+    );
+    await assertRejected(
+      platform,
+      () => rest("POST", `${GRANTS}?ctx.org_id=${newId()}`, { json: body }),
+      404,
+      5,
+      "organization not found",
+    );
+    const created = await rest("POST", `${GRANTS}?ctx.org_id=${orgA}`, { json: body });
+    assert.equal(created.status, 201, created.text);
+    assert.deepEqual(created.json.details.resource_owner, { type: "OWNER_TYPE_ORG", id: orgA });
+    // Through a project grant: the granted organization is the user's.
+    const { userId: customer } = await addMachineUser(platform, { username: "in-context-b", orgId: orgB });
+    const viaGrant = await rest("POST", `${GRANTS}?ctx.org_domain=customer-org.localhost`, {
+      json: {
+        user_id: customer,
+        project_id: projectId,
+        project_grant_id: projectGrantId,
+        role_keys: ["viewer"],
+      },
+    });
+    assert.equal(viaGrant.status, 201, viaGrant.text);
+    // gRPC: the same field.
+    const client = createClient(PlatformUserGrants, createGrpcTransport({ baseUrl: platform.url }));
+    const { userId: grpcUser } = await addMachineUser(platform, { username: "in-context-grpc", orgId: orgA });
+    const headers = { authorization: `Bearer ${owner}` };
+    const grpcGrant = { userId: grpcUser, projectId, roleKeys: ["viewer"] };
+    await assert.rejects(
+      client.createUserGrant(
+        { ctx: { context: { case: "orgId", value: orgB } }, grant: grpcGrant },
+        { headers },
+      ),
+      (e) => e instanceof ConnectError && e.code === Code.InvalidArgument && /^ctx: /.test(e.rawMessage),
+    );
+    const ok = await client.createUserGrant(
+      { ctx: { context: { case: "orgId", value: orgA } }, grant: grpcGrant },
+      { headers },
+    );
+    assert.ok(ok.details?.id);
   });
 
   it("gRPC: the same service", async () => {

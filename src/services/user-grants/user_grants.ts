@@ -154,30 +154,67 @@ export function userGrantsService(deps: ServiceDeps) {
     });
   }
 
+  /** user.grant.write where the grant will be managed; answers the organization that gives it. */
   async function authorizeCreate(
     caller: Caller,
     instanceId: string,
     projectId: string,
     projectGrantId?: string,
-  ) {
+  ): Promise<string> {
     const { orgId, projectOrgId } = await userGrantOrg(deps.db, instanceId, projectId, projectGrantId);
     const context = grantContext(instanceId, { projectId, projectOrgId, projectGrantId, orgId });
-    // Unknown and unreadable look alike (contract.md §1).
+    // An unknown project and one the caller may not read look alike.
     if (!(await deps.authorizer.can(caller, "user.grant.read", context)))
       throw new NotFoundError(projectGrantId ? "project grant not found" : "project not found");
     await deps.authorizer.authorize(caller, "user.grant.write", context);
+    return orgId;
+  }
+
+  /**
+   * The organization of the user `userId`, who is to get a grant given by `givingOrg`. A user the caller
+   * may not read (user.read in its organization; its own user counts as readable) is answered exactly like
+   * an unknown ID, with the same path (one lookup, one permission check), unless it belongs to `givingOrg`,
+   * whose grants the caller manages. So user grants reveal no user IDs of organizations the caller cannot
+   * see.
+   */
+  async function reachableUserOrg(
+    caller: Caller,
+    instanceId: string,
+    userId: string,
+    givingOrg: string,
+  ): Promise<string> {
+    const rows = await deps.db.query<{ org_id: string }>(
+      "SELECT org_id FROM users WHERE instance_id = $1 AND id = $2",
+      [instanceId, userId],
+    );
+    const orgId = rows[0]?.org_id ?? "";
+    const readable = await deps.authorizer.can(caller, "user.read", { type: "org", instanceId, orgId });
+    const self = caller.kind === "user" && caller.userId === userId;
+    if (rows.length === 0 || !(readable || self || orgId === givingOrg))
+      throw new NotFoundError("user not found");
+    return orgId;
   }
 
   return apiService(PlatformUserGrants, {
     async createUserGrant(req, ctx) {
-      const { scope, caller } = await authenticate(deps, ctx);
-      const instanceId = scope.instanceId ?? "";
+      const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
+      if (call.context.type === "system")
+        throw new InvalidArgumentError(
+          "user grants live in an organization: choose one with ctx.org_id",
+          "ctx",
+        );
+      const { caller, context } = call;
+      const instanceId = context.instanceId;
       const input = req.grant!;
-      await authorizeCreate(caller, instanceId, input.projectId, input.projectGrantId);
+      const givingOrg = await authorizeCreate(caller, instanceId, input.projectId, input.projectGrantId);
+      const userOrg = await reachableUserOrg(caller, instanceId, input.userId, givingOrg);
+      // `ctx` names the organization the grant lives in: the user's, which gives it.
+      if (context.type !== "instance" && context.orgId !== userOrg)
+        throw new InvalidArgumentError("the user belongs to another organization than ctx names", "ctx");
       const grantId = newId();
       const stored = await createUserGrant(deps.eventStore, {
         instanceId,
-        creator: caller.userId,
+        creator: call.creator,
         grantId,
         userId: input.userId,
         projectId: input.projectId,

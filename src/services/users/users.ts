@@ -78,8 +78,9 @@ export function usersService(deps: ServiceDeps) {
   /**
    * The user `id` of the Host's instance, with the caller authorized for `permission` in the user's
    * organization. 404 when the user is unknown or the caller may not even read it (user.read in its
-   * organization; contract.md §1), 403 when it may read but lacks `permission`. `self`: the user itself
-   * only needs to be authenticated.
+   * organization), 403 when it may read but lacks `permission`. `self`: the user itself only needs to be
+   * authenticated. Every permission but user.read changes the account, so it also needs control over it
+   * (403 when the user holds roles the caller does not: no control over a more privileged account).
    */
   async function userCall(
     ctx: HandlerContext,
@@ -97,6 +98,8 @@ export function usersService(deps: ServiceDeps) {
         throw new NotFoundError("user not found");
       await deps.authorizer.authorize(call.caller, permission, call.context);
     }
+    if (permission !== "user.read")
+      await deps.authorizer.requireAccountControl(call.caller, scope.instanceId ?? "", id);
     return { call, row };
   }
 
