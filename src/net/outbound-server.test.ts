@@ -260,13 +260,21 @@ describe("outbound connections with the default policy", () => {
     assert.deepEqual(local.paths.slice(before), ["/.well-known/openid-configuration"]);
   });
 
-  it("an identity provider at a metadata or link-local address is refused whoever configured it", async () => {
+  it("an identity provider at a metadata, link-local or unspecified address is refused whoever configured it", async () => {
+    const before = local.paths.length;
     for (const org of [true, false]) {
-      for (const issuer of ["http://169.254.169.254/latest", "http://metadata.test", "http://[fe80::1]"]) {
+      for (const issuer of [
+        "http://169.254.169.254/latest",
+        "http://metadata.test",
+        "http://[fe80::1]",
+        // 0.0.0.0 would reach the local provider (Linux connects it to the host itself)
+        `http://0.0.0.0:${local.port}`,
+      ]) {
         const refused = await calls.startSignIn(await calls.provider("oidc", issuer, org));
         assert.equal(refused.status, 502, `${issuer} (org: ${org})`);
       }
     }
+    assert.equal(local.paths.length, before, "the provider was not contacted");
   });
 
   it("a provider's redirect is not followed either", async () => {
@@ -296,13 +304,24 @@ describe("outbound connections with PLATFORM_OUTBOUND_ALLOW_PRIVATE=all", () => 
     await local.close();
   });
 
-  it("an organization's identity provider may reach loopback; metadata and link-local stay closed", async () => {
+  it("an organization's identity provider may reach loopback; metadata, link-local and unspecified stay closed", async () => {
     const reached = await calls.startSignIn(await calls.provider("oidc", local.url, true));
     assert.equal(reached.status, 302);
     assert.ok(reached.location?.startsWith(`${local.url}/authorize?`), String(reached.location));
-    for (const issuer of ["http://169.254.169.254", "http://metadata.test", "http://link-local.test"]) {
+    assert.deepEqual(local.paths, ["/.well-known/openid-configuration"]);
+    for (const issuer of [
+      "http://169.254.169.254",
+      "http://metadata.test",
+      "http://link-local.test",
+      `http://0.0.0.0:${local.port}`,
+    ]) {
       assert.equal((await calls.startSignIn(await calls.provider("oidc", issuer, true))).status, 502, issuer);
     }
+    assert.deepEqual(
+      local.paths,
+      ["/.well-known/openid-configuration"],
+      "contacted once: by the allowed one",
+    );
   });
 });
 
