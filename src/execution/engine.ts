@@ -10,10 +10,10 @@
  *   process (./worker.ts).
  *
  * Every call is a signed POST (./signing.ts) through `HttpCaller` (src/net/http.ts: the outbound-address
- * policy, timeout, answer size). Target types: `rest_webhook` (only the status counts) and `rest_request_response` (the answer's
- * JSON is used). Execution types: `is_async` (not awaited, its result never matters), `interrupt_on_error`
- * (a failure stops the call with an error naming the target), neither (a failure is logged and the call
- * goes on). No call is ever made inside a database transaction.
+ * policy, timeout, answer size). Target types: `rest_webhook` (only the status counts) and
+ * `rest_request_response` (the answer's JSON is used). Execution types: `is_async` (not awaited, its
+ * result never matters), `interrupt_on_error` (a failure stops the call with an error naming the target),
+ * neither (a failure is logged and the call goes on). No call is ever made inside a database transaction.
  */
 import { setMaxListeners } from "node:events";
 import {
