@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
 import { loadOrCreateMasterKeyFile, masterKeyFile, parseMasterKey } from "./crypto/masterkey.ts";
-import { DenyList } from "./execution/deny-list.ts";
+import { DenyList } from "./net/deny-list.ts";
+import { type AllowPrivate, allowPrivateValues } from "./net/outbound.ts";
 
 /** Every setting of contract.md §2, validated once at start-up. */
 export interface Config {
@@ -54,11 +55,18 @@ export interface Config {
   };
   /** The execution engine (src/execution, docs/actions.md "Calling targets"). */
   execution: ExecutionConfig;
+  /** The outbound-address policy of every outbound connection (src/net/outbound.ts). */
+  outbound: OutboundConfig;
+}
+
+export interface OutboundConfig {
+  /** Which levels may reach loopback and private addresses (PLATFORM_OUTBOUND_ALLOW_PRIVATE). */
+  allowPrivate: AllowPrivate;
+  /** Hosts, addresses and networks no outbound connection may reach (entries as configured, each valid). */
+  denyList: string[];
 }
 
 export interface ExecutionConfig {
-  /** Hosts, addresses and networks targets may not reach (entries as configured, each valid). */
-  denyList: string[];
   /** Attempts of an event delivery before it is given up. */
   maxAttempts: number;
   /** Delay before the first retry of an event delivery (doubling with each attempt, with jitter). */
@@ -189,9 +197,15 @@ export const variables: VariableSpec[] = [
       "issuer of codehost_b identity providers (replaces the public one: air-gapped installs, tests)",
   },
   {
+    name: "PLATFORM_OUTBOUND_ALLOW_PRIVATE",
+    default: "instance",
+    description:
+      "who may reach loopback and private addresses: instance (targets, instance identity providers), all (organizations' identity providers too), none (see docs/operations.md)",
+  },
+  {
     name: "PLATFORM_EXECUTION_DENY_LIST",
     description:
-      "comma-separated IPs, CIDR networks and host names (*.domain) action targets and identity providers may not reach (see docs/actions.md)",
+      "comma-separated IPs, CIDR networks and host names (*.domain) no outbound connection may reach, on top of the outbound-address policy (see docs/operations.md)",
   },
   {
     name: "PLATFORM_EXECUTION_MAX_ATTEMPTS",
@@ -362,8 +376,14 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
   } catch (error) {
     throw new ConfigError("PLATFORM_EXECUTION_DENY_LIST", (error as Error).message);
   }
+  const allowPrivate = str("PLATFORM_OUTBOUND_ALLOW_PRIVATE", "instance")!.toLowerCase() as AllowPrivate;
+  if (!allowPrivateValues.includes(allowPrivate)) {
+    throw new ConfigError(
+      "PLATFORM_OUTBOUND_ALLOW_PRIVATE",
+      `"${allowPrivate}" is not one of ${allowPrivateValues.join(", ")}`,
+    );
+  }
   const execution: ExecutionConfig = {
-    denyList,
     maxAttempts: parseInteger(
       "PLATFORM_EXECUTION_MAX_ATTEMPTS",
       str("PLATFORM_EXECUTION_MAX_ATTEMPTS", "12")!,
@@ -455,6 +475,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     ),
     connections,
     execution,
+    outbound: { allowPrivate, denyList },
   };
 }
 

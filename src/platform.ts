@@ -12,6 +12,7 @@ import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
 import { createExecutions, type Executions } from "./execution/index.ts";
 import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
+import { OutboundPolicy, type Resolve } from "./net/outbound.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
@@ -48,7 +49,12 @@ export interface Platform {
 /** Opens the database, migrates, bootstraps on first start and builds the server (not yet listening). */
 export async function createPlatform(
   config: Config,
-  options: { db?: Database; authRequestCompleter?: AuthRequestCompleter } = {},
+  options: {
+    db?: Database;
+    authRequestCompleter?: AuthRequestCompleter;
+    /** Resolves the host names of outbound connections in place of the system resolver (tests). */
+    resolve?: Resolve;
+  } = {},
 ): Promise<Platform> {
   if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
   const db = options.db ?? (await openDatabase(config));
@@ -63,6 +69,7 @@ export async function createPlatform(
         if (event.aggregateType === INSTANCE) instances.invalidate(event.aggregateId);
     });
     const bootstrapResult = await bootstrap(eventStore, config);
+    const outbound = OutboundPolicy.fromConfig(config, { resolve: options.resolve });
     const deps: ServiceDeps = {
       config,
       db,
@@ -72,6 +79,7 @@ export async function createPlatform(
       authorizer: new Authorizer(db, eventStore),
       features: new FeatureGate(db, eventStore),
       masterKey,
+      outbound,
     };
     const app = buildServer({ config, db, instances });
     const executions = createExecutions({
@@ -79,6 +87,7 @@ export async function createPlatform(
       db,
       eventStore,
       features: deps.features,
+      outbound,
       log: app.log.child({ component: "executions" }),
     });
     const oidc = createOidcProvider({

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { type Config, loadConfig } from "../src/config.ts";
+import type { Resolve } from "../src/net/outbound.ts";
 import { createPlatform, listen, type Platform } from "../src/platform.ts";
 
 export const ADMIN_PASSWORD = "Password1!";
@@ -65,7 +66,13 @@ export interface TestPlatform extends Platform {
 
 /** A Platform in this process on a fresh database, bootstrapped with a known admin password. */
 export async function startPlatform(
-  options: { env?: Record<string, string>; listen?: boolean; backend?: TestBackend } = {},
+  options: {
+    env?: Record<string, string>;
+    listen?: boolean;
+    backend?: TestBackend;
+    /** Resolves the host names of outbound connections (src/net/outbound.ts) in place of the system's. */
+    resolve?: Resolve;
+  } = {},
 ): Promise<TestPlatform> {
   const backend = options.backend ?? (await freshBackend());
   const config: Config = loadConfig({
@@ -76,7 +83,7 @@ export async function startPlatform(
     ...backend.env,
     ...options.env,
   });
-  const platform = await createPlatform(config);
+  const platform = await createPlatform(config, { resolve: options.resolve });
   let url = "";
   if (options.listen) url = `http://localhost:${await listen(platform)}`;
   const stop = async () => {

@@ -5,7 +5,9 @@
  * an OIDC app registered there through the apps API. The Platform under test (localhost) signs people in
  * for its own application "shop", offering "Continue with <provider>". The server listens on a port chosen
  * beforehand so that PLATFORM_IDP_CODEHOST_B_ISSUER can name the second instance's issuer; the second
- * instance is also at 127.0.0.2, an address PLATFORM_EXECUTION_DENY_LIST closes to the Platform.
+ * instance is also at 127.0.0.2, an address PLATFORM_EXECUTION_DENY_LIST closes to the Platform. The
+ * providers belong to an organization and the upstream is on loopback, so the Platform runs with
+ * PLATFORM_OUTBOUND_ALLOW_PRIVATE=all (src/net/outbound.test.ts covers the default policy).
  */
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
@@ -92,6 +94,8 @@ export async function startFederation(app: ClientApp): Promise<Federation> {
     env: {
       PLATFORM_PORT: String(port),
       PLATFORM_IDP_CODEHOST_B_ISSUER: upstream.url,
+      // the providers are organizations' and the upstream is on loopback, which only `all` opens to them
+      PLATFORM_OUTBOUND_ALLOW_PRIVATE: "all",
       // the upstream instance is also at 127.0.0.2 (loopback too), which the operator closed
       PLATFORM_EXECUTION_DENY_LIST: "127.0.0.2",
     },

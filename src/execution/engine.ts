@@ -9,11 +9,11 @@
  * - Event conditions: a durable outbox written with the events (./outbox.ts) and a delivery worker per
  *   process (./worker.ts).
  *
- * Every call is a signed POST (./signing.ts) through `HttpCaller` (./http.ts: deny list, timeout, answer
- * size). Target types: `rest_webhook` (only the status counts) and `rest_request_response` (the answer's
- * JSON is used). Execution types: `is_async` (not awaited, its result never matters), `interrupt_on_error`
- * (a failure stops the call with an error naming the target), neither (a failure is logged and the call
- * goes on). No call is ever made inside a database transaction.
+ * Every call is a signed POST (./signing.ts) through `HttpCaller` (src/net/http.ts: the outbound-address
+ * policy, timeout, answer size). Target types: `rest_webhook` (only the status counts) and
+ * `rest_request_response` (the answer's JSON is used). Execution types: `is_async` (not awaited, its
+ * result never matters), `interrupt_on_error` (a failure stops the call with an error naming the target),
+ * neither (a failure is logged and the call goes on). No call is ever made inside a database transaction.
  */
 import { setMaxListeners } from "node:events";
 import {
@@ -35,17 +35,17 @@ import {
   UnavailableError,
 } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import { type CallAnswer, CallFailure, formatMs, HttpCaller } from "../net/http.ts";
+import type { OutboundGuard } from "../net/outbound.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { Queryable } from "../storage/database.ts";
-import { DenyList } from "./deny-list.ts";
-import { type CallAnswer, CallFailure, formatMs, HttpCaller } from "./http.ts";
 import { ExecutionLookup, type ResolvedTarget } from "./lookup.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "./signing.ts";
 
 /** The engine's settings (from src/config.ts). */
 export interface ExecutionSettings {
-  /** PLATFORM_EXECUTION_DENY_LIST, parsed. */
-  denyList: DenyList;
+  /** Where targets may be called: the outbound-address policy's guard of the instance level. */
+  outbound: OutboundGuard;
   /** PLATFORM_EXECUTION_MAX_RESPONSE_BYTES. */
   maxResponseBytes: number;
   /** PLATFORM_EXECUTION_MAX_ATTEMPTS: attempts of an event delivery before it is given up. */
@@ -55,14 +55,6 @@ export interface ExecutionSettings {
   /** PLATFORM_EXECUTION_SIGNING_KEY_GRACE_SECONDS: how long the key before a rotation stays valid. */
   signingKeyGraceSeconds: number;
 }
-
-export const defaultExecutionSettings: ExecutionSettings = {
-  denyList: new DenyList([]),
-  maxResponseBytes: 1024 * 1024,
-  maxAttempts: 12,
-  retryDelayMs: 1000,
-  signingKeyGraceSeconds: 24 * 60 * 60,
-};
 
 /** What the engine logs with (pino's shape). */
 export interface ExecutionLog {
@@ -152,7 +144,7 @@ export class ExecutionEngine {
     this.lookup = new ExecutionLookup(db, eventStore, options.cacheTtlMs);
     setMaxListeners(0, this.stopping.signal); // one listener per asynchronous call under way
     this.http = new HttpCaller({
-      denyList: settings.denyList,
+      guard: settings.outbound,
       maxResponseBytes: settings.maxResponseBytes,
     });
   }

@@ -7,9 +7,9 @@ import type { Interceptor } from "@connectrpc/connect";
 import type { Config } from "../config.ts";
 import { randomToken } from "../crypto/tokens.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { OutboundPolicy } from "../net/outbound.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { Database } from "../storage/database.ts";
-import { DenyList } from "./deny-list.ts";
 import { ExecutionEngine, type ExecutionLog, type ExecutionSettings } from "./engine.ts";
 import { executionInterceptor, type IdentifyCaller } from "./interceptor.ts";
 import { listenForDeliveries } from "./notify.ts";
@@ -30,9 +30,10 @@ export interface Executions {
   close(): Promise<void>;
 }
 
-export function settingsOf(config: Config): ExecutionSettings {
+export function settingsOf(config: Config, outbound: OutboundPolicy): ExecutionSettings {
   return {
-    denyList: new DenyList(config.execution.denyList),
+    // targets are configured by the instance's administrators
+    outbound: outbound.guard("instance"),
     maxResponseBytes: config.execution.maxResponseBytes,
     maxAttempts: config.execution.maxAttempts,
     retryDelayMs: config.execution.retryDelayMs,
@@ -45,10 +46,17 @@ export function createExecutions(options: {
   db: Database;
   eventStore: EventStore;
   features: FeatureGate;
+  outbound: OutboundPolicy;
   log: ExecutionLog;
 }): Executions {
   const { config, db, eventStore, log } = options;
-  const engine = new ExecutionEngine(db, eventStore, options.features, settingsOf(config), log);
+  const engine = new ExecutionEngine(
+    db,
+    eventStore,
+    options.features,
+    settingsOf(config, options.outbound),
+    log,
+  );
   const worker = new DeliveryWorker(engine, db, randomToken(12));
 
   // Positions of events whose deliveries this process queued: their commit wakes the worker at once.

@@ -3,7 +3,6 @@ import { createHmac } from "node:crypto";
 import { describe, it } from "node:test";
 import { loadConfig } from "../config.ts";
 import { MAX_RETRY_DELAY_MS, retryDelayMs } from "./deliveries.ts";
-import { DenyList, RECOMMENDED_DENY_LIST } from "./deny-list.ts";
 import { eventBody, withoutSecrets } from "./outbox.ts";
 import { signatureHeader, verifySignature } from "./signing.ts";
 
@@ -38,65 +37,9 @@ describe("executions: signatures", () => {
   });
 });
 
-describe("executions: the deny list", () => {
-  it("matches addresses, networks (IPv4, IPv6, IPv4-mapped) and host names", () => {
-    const list = new DenyList([
-      "10.0.0.0/8",
-      "192.168.1.7",
-      "fc00::/7",
-      "::1",
-      "metadata.internal",
-      "*.corp",
-    ]);
-    assert.ok(list.deniesAddress("10.1.2.3"));
-    assert.ok(!list.deniesAddress("11.1.2.3"));
-    assert.ok(list.deniesAddress("192.168.1.7"));
-    assert.ok(!list.deniesAddress("192.168.1.8"));
-    assert.ok(list.deniesAddress("fd12::1"));
-    assert.ok(list.deniesAddress("::1"));
-    assert.ok(list.deniesAddress("::ffff:10.0.0.1"), "IPv4-mapped IPv6");
-    assert.ok(list.deniesHost("METADATA.internal."));
-    assert.ok(list.deniesHost("db.corp"));
-    assert.ok(!list.deniesHost("corp"));
-    assert.ok(list.deniesHost("[::1]"), "an IPv6 literal of a URL");
-    assert.ok(list.deniesHost("10.9.9.9"), "an IPv4 literal");
-    assert.ok(!list.deniesHost("example.com"));
-    assert.ok(new DenyList([]).empty);
-  });
-
-  it("the recommended list covers loopback, private ranges and cloud metadata", () => {
-    const list = new DenyList(RECOMMENDED_DENY_LIST);
-    for (const a of [
-      "127.0.0.1",
-      "10.0.0.1",
-      "172.16.5.4",
-      "192.168.0.1",
-      "169.254.169.254",
-      "::1",
-      "fe80::1",
-    ])
-      assert.ok(list.deniesAddress(a), a);
-    assert.ok(!list.deniesAddress("93.184.216.34"));
-    assert.ok(list.deniesHost("localhost"));
-  });
-
-  it("PLATFORM_EXECUTION_DENY_LIST: a bad entry stops the start with one line naming the variable", () => {
-    assert.deepEqual(
-      loadConfig({ PLATFORM_EXECUTION_DENY_LIST: " 10.0.0.0/8 , localhost" }).execution.denyList,
-      ["10.0.0.0/8", "localhost"],
-    );
-    assert.deepEqual(loadConfig({}).execution.denyList, [], "empty by default");
-    for (const bad of ["10.0.0.0/33", "not a host!", "1.2.3.4/x"]) {
-      assert.throws(
-        () => loadConfig({ PLATFORM_EXECUTION_DENY_LIST: bad }),
-        /^ConfigError: PLATFORM_EXECUTION_DENY_LIST: ".*" is/,
-      );
-    }
-  });
-
+describe("executions: settings", () => {
   it("the other execution settings: defaults and bounds", () => {
     assert.deepEqual(loadConfig({}).execution, {
-      denyList: [],
       maxAttempts: 12,
       retryDelayMs: 1000,
       maxResponseBytes: 1048576,

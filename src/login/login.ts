@@ -11,6 +11,7 @@ import { type PasswordPolicy, terminateSession } from "../domain/session/command
 import { LOGIN, loginDefaults } from "../domain/settings/login.ts";
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { OutboundPolicy } from "../net/outbound.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import { resolveSetting, settingsLayers } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
@@ -35,6 +36,8 @@ export interface LoginDeps {
   instances: InstanceDirectory;
   /** Decrypts identity providers' client secrets (login with external providers; none without it). */
   masterKey?: Buffer;
+  /** Where requests to identity providers may go (src/net/outbound.ts). */
+  outbound: OutboundPolicy;
 }
 
 export interface LoginOptions {

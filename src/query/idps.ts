@@ -6,7 +6,13 @@
 import { unseal } from "../crypto/masterkey.ts";
 import { AutoLinking, IDP, type IdpConfig, type IdpOptions, IdpType } from "../domain/idp/events.ts";
 import type { Queryable } from "../storage/database.ts";
-import { EffectiveState, type ReusableColumns, reusableView, type Viewpoint } from "./reusable.ts";
+import {
+  EffectiveState,
+  type ReusableColumns,
+  ReusableOwner,
+  reusableView,
+  type Viewpoint,
+} from "./reusable.ts";
 import { Where } from "./search.ts";
 
 /** Columns of `idps` every read selects (alias `i`). */
@@ -77,6 +83,8 @@ export async function idpInView(db: Queryable, view: Viewpoint, id: string): Pro
 export interface LoginIdp {
   id: string;
   name: string;
+  /** The context that configures it: the instance, or an organization (src/net/outbound.ts levels). */
+  owner: "instance" | "organization";
   type: "oidc" | "oauth" | "codehost_b" | "codehost_b_self_hosted";
   options: {
     isManualLinkingAllowed: boolean;
@@ -136,6 +144,7 @@ function toLoginIdp(masterKey: Buffer, instanceId: string, row: LoginRow): Login
   return {
     id: row.id,
     name: row.name,
+    owner: row.owner_type === ReusableOwner.org ? "organization" : "instance",
     type: typeNames[row.type],
     options: {
       isManualLinkingAllowed: o.is_manual_linking_allowed === true,

@@ -2,6 +2,7 @@ import type { Authenticator } from "../auth/authenticate.ts";
 import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { OutboundPolicy } from "../net/outbound.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
@@ -18,6 +19,8 @@ export interface ServiceDeps {
   features: FeatureGate;
   /** PLATFORM_MASTERKEY: seals secrets kept at rest (e.g. identity providers' client secrets). */
   masterKey: Buffer;
+  /** Where outbound connections may go (src/net/outbound.ts): take the guard of the configuring level. */
+  outbound: OutboundPolicy;
   /** Proves control of org domains (default: HTTP file or DNS TXT over the network). */
   domainVerifier?: DomainVerifier;
 }

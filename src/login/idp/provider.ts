@@ -13,6 +13,7 @@
  * the userinfo endpoint's (checked to be about the ID token's `sub`).
  */
 import type * as Client from "openid-client";
+import type { OutboundLevel } from "../../net/outbound.ts";
 import type { LoginIdp } from "../../query/idps.ts";
 
 /** The identity an external provider answered, in the form the login flow maps to a user. */
@@ -40,14 +41,22 @@ const DISCOVERY_TTL_MS = 5 * 60 * 1000;
 const TIMEOUT_SECONDS = 10;
 
 /**
- * How this process reaches providers: the codehost_b issuer, and the fetch every request to a provider
- * goes through (discovery, keys, token, userinfo, user endpoint): src/execution/http.ts's caller with the
- * operator's deny list (PLATFORM_EXECUTION_DENY_LIST), so an organization owner cannot point a provider at
- * an address the operator closed to action targets.
+ * How this process reaches providers: the codehost_b issuer, and per level of the outbound-address policy
+ * (src/net/outbound.ts) the fetch every request to a provider goes through (discovery, keys, token,
+ * userinfo, user endpoint), so an organization owner cannot point a provider at an address closed to
+ * organizations, and nobody at one closed to every outbound connection.
  */
 export interface ProviderAccess {
   codehostBIssuer: string;
-  fetch: Client.CustomFetch;
+  fetch: Record<OutboundLevel, Client.CustomFetch>;
+}
+
+/**
+ * The level whose guard a provider's requests pass: its owner's, except for codehost_b, whose issuer the
+ * operator chose (PLATFORM_IDP_CODEHOST_B_ISSUER), whoever created the provider.
+ */
+export function outboundLevelOf(idp: LoginIdp): OutboundLevel {
+  return idp.type === "codehost_b" ? "instance" : idp.owner;
 }
 const discovered = new Map<string, { config: Promise<Client.Configuration>; expires: number }>();
 
@@ -66,14 +75,19 @@ function issuerOf(idp: LoginIdp, codehostBIssuer: string): string | undefined {
  * openid-client talks https only; a provider at an `http:` address (a local provider in development and
  * tests, an issuer set by the operator) is allowed explicitly.
  */
-function options(client: typeof Client, url: string, access: ProviderAccess) {
-  const common = { timeout: TIMEOUT_SECONDS, [client.customFetch]: access.fetch };
+function options(client: typeof Client, url: string, fetch: Client.CustomFetch) {
+  const common = { timeout: TIMEOUT_SECONDS, [client.customFetch]: fetch };
   return url.startsWith("http:") ? { ...common, execute: [client.allowInsecureRequests] } : common;
 }
 
-/** The provider's client configuration (discovery cached for 5 minutes per issuer and client). */
+/**
+ * The provider's client configuration (discovery cached for 5 minutes per issuer, client and level: the
+ * configuration keeps the fetch it was discovered with).
+ */
 async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<Client.Configuration> {
   const client = await openidClient();
+  const level = outboundLevelOf(idp);
+  const fetch = access.fetch[level];
   const auth = client.ClientSecretBasic(idp.config.clientSecret);
   const issuer = issuerOf(idp, access.codehostBIssuer);
   if (issuer === undefined) {
@@ -89,10 +103,10 @@ async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<C
     );
     if (idp.config.authorizationEndpoint?.startsWith("http:")) client.allowInsecureRequests(config);
     config.timeout = TIMEOUT_SECONDS;
-    config[client.customFetch] = access.fetch;
+    config[client.customFetch] = fetch;
     return config;
   }
-  const key = JSON.stringify([issuer, idp.config.clientId, idp.config.clientSecret]);
+  const key = JSON.stringify([level, issuer, idp.config.clientId, idp.config.clientSecret]);
   const cached = discovered.get(key);
   if (cached && cached.expires > Date.now()) return cached.config;
   const config = client.discovery(
@@ -100,7 +114,7 @@ async function configurationOf(idp: LoginIdp, access: ProviderAccess): Promise<C
     idp.config.clientId,
     idp.config.clientSecret,
     auth,
-    options(client, issuer, access),
+    options(client, issuer, fetch),
   );
   discovered.set(key, { config, expires: Date.now() + DISCOVERY_TTL_MS });
   config.catch(() => discovered.delete(key));

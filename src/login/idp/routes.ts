@@ -40,9 +40,9 @@ import {
   InvalidArgumentError,
   NotFoundError,
 } from "../../errors.ts";
-import { DenyList } from "../../execution/deny-list.ts";
-import { fetchThrough, HttpCaller } from "../../execution/http.ts";
 import { newId } from "../../id.ts";
+import { fetchThrough, HttpCaller } from "../../net/http.ts";
+import type { OutboundLevel } from "../../net/outbound.ts";
 import { issuerFor } from "../../oidc/issuer.ts";
 import { appByClientId } from "../../query/apps.ts";
 import { activeIdpForOrg, activeIdpsForOrg, type LoginIdp } from "../../query/idps.ts";
@@ -142,23 +142,31 @@ const BUTTONS_CACHE_MAX = 10_000;
 
 export class LoginIdps {
   readonly intents: IdpIntentStore;
-  /** Requests to providers: the deny list, timeouts and size limit of action targets. */
+  /** Requests to providers: per level of the outbound-address policy, with a timeout and a size limit. */
   readonly access: ProviderAccess;
-  private readonly http: HttpCaller;
+  /** One caller per level, so that a kept-alive connection never serves another level. */
+  private readonly http: HttpCaller[];
   /** Per instance and organization: the active providers' IDs and names (the login-name page's hot path). */
   private readonly buttonCache = new Map<string, { idps: { id: string; name: string }[]; until: number }>();
 
   constructor(private readonly login: Login) {
     this.intents = new IdpIntentStore(login.deps.db);
-    const { config } = login.deps;
-    this.http = new HttpCaller({
-      denyList: new DenyList(config.execution.denyList),
-      maxResponseBytes: PROVIDER_MAX_RESPONSE_BYTES,
-      userAgent: "Platform-Login/1",
-    });
+    const { config, outbound } = login.deps;
+    const caller = (level: OutboundLevel) =>
+      new HttpCaller({
+        guard: outbound.guard(level),
+        maxResponseBytes: PROVIDER_MAX_RESPONSE_BYTES,
+        userAgent: "Platform-Login/1",
+      });
+    const instance = caller("instance");
+    const organization = caller("organization");
+    this.http = [instance, organization];
     this.access = {
       codehostBIssuer: config.idpCodehostBIssuer,
-      fetch: fetchThrough(this.http, PROVIDER_TIMEOUT_MS),
+      fetch: {
+        instance: fetchThrough(instance, PROVIDER_TIMEOUT_MS),
+        organization: fetchThrough(organization, PROVIDER_TIMEOUT_MS),
+      },
     };
     login.deps.eventStore.onCommitted((events) => {
       for (const e of events) {
@@ -169,7 +177,7 @@ export class LoginIdps {
 
   /** Closes the kept-alive connections to providers. */
   close(): void {
-    this.http.close();
+    for (const caller of this.http) caller.close();
   }
 
   private forgetInstance(instanceId: string): void {

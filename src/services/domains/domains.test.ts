@@ -316,28 +316,6 @@ describe("domains API", () => {
 });
 
 describe("domain validation never probes the server's own network", () => {
-  it("classifies loopback, private, link-local and reserved addresses", async () => {
-    const { isPrivateAddress } = await import("./verifier.ts");
-    for (const address of [
-      "127.0.0.1",
-      "10.1.2.3",
-      "172.16.0.1",
-      "192.168.1.1",
-      "169.254.169.254",
-      "0.0.0.0",
-      "::1",
-      "fd00::1",
-      "fe80::1",
-      "::ffff:127.0.0.1",
-      "not-an-ip",
-    ]) {
-      assert.equal(isPrivateAddress(address), true, address);
-    }
-    for (const address of ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"]) {
-      assert.equal(isPrivateAddress(address), false, address);
-    }
-  });
-
   it("refuses HTTP challenges on private addresses by default, without fetching", async () => {
     let fetched = false;
     const server = http.createServer((_req, res) => {
@@ -350,7 +328,7 @@ describe("domain validation never probes the server's own network", () => {
       const literal = new NetworkDomainVerifier({ httpOrigins: () => [`http://127.0.0.1:${port}`] });
       await assert.rejects(
         literal.verify("http", "127.0.0.1", "token"),
-        /resolves to a private or reserved address/,
+        /127\.0\.0\.1 is a loopback address/,
       );
       const named = new NetworkDomainVerifier({
         httpOrigins: (domain) => [`http://${domain}:${port}`],
@@ -361,6 +339,33 @@ describe("domain validation never probes the server's own network", () => {
         /intranet\.example resolves to a private/,
       );
       assert.equal(fetched, false);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("connects to the very address it checked: no second DNS answer between check and connection", async () => {
+    const hosts: string[] = [];
+    const server = http.createServer((req, res) => {
+      hosts.push(String(req.headers.host));
+      res.end("the-token");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      // challenge.test exists only in this lookup: were it resolved again to connect, the fetch would fail
+      const lookups: string[] = [];
+      const verifier = new NetworkDomainVerifier({
+        httpOrigins: (domain) => [`http://${domain}:${port}`],
+        allowPrivateAddresses: true,
+        lookup: async (host) => {
+          lookups.push(host);
+          return ["127.0.0.1"];
+        },
+      });
+      await verifier.verify("http", "challenge.test", "the-token");
+      assert.deepEqual(lookups, ["challenge.test"]);
+      assert.deepEqual(hosts, [`challenge.test:${port}`], "the URL's host still goes out as Host");
     } finally {
       server.close();
     }

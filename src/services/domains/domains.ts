@@ -97,7 +97,8 @@ function applyFilters(where: Where, filters: DomainSearchFilter[]): void {
 /** PlatformDomains: the domains of organizations, their validation and the primary domain. */
 export function domainsService(deps: ServiceDeps) {
   const verifier = () => deps.domainVerifier ?? defaultVerifier;
-  const defaultVerifier = new NetworkDomainVerifier();
+  // organization owners validate domains: the organization level of the outbound-address policy
+  const defaultVerifier = new NetworkDomainVerifier({ outbound: deps.outbound.guard("organization") });
 
   /**
    * The domain addressed by ID in the Host's instance, after checking `permission` in its org: 404 when

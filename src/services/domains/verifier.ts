@@ -1,6 +1,9 @@
 import { promises as dns } from "node:dns";
-import { BlockList, isIP } from "node:net";
+import { isIP } from "node:net";
 import { FailedPreconditionError } from "../../errors.ts";
+import { DenyList } from "../../net/deny-list.ts";
+import { type CallFailure, HttpCaller } from "../../net/http.ts";
+import { type OutboundGuard, OutboundPolicy } from "../../net/outbound.ts";
 
 export type DomainValidationMethod = "http" | "dns";
 
@@ -26,87 +29,73 @@ export interface NetworkDomainVerifierOptions {
   /** Timeout of one HTTP request or DNS lookup (default 5 s). */
   timeoutMs?: number;
   /**
-   * Fetch challenges from loopback, private and link-local addresses too (default false: a domain that
-   * resolves there is not fetched, so `_validate` cannot be used to probe the server's own network).
+   * Where the HTTP challenge may be fetched from: the outbound-address policy's guard (src/net/outbound.ts)
+   * of the organization level, since organization owners validate domains (the platform passes it). Without
+   * it, a guard that refuses loopback and private addresses too, unless `allowPrivateAddresses`.
    */
+  outbound?: OutboundGuard;
+  /** Without `outbound`: fetch challenges from loopback and private addresses too (tests). */
   allowPrivateAddresses?: boolean;
-  /** Address lookup (default: node:dns). */
+  /** Without `outbound`: address lookup in place of the system resolver (tests). */
   lookup?: (host: string) => Promise<string[]>;
 }
 
-/** Addresses a validation request must not reach unless allowPrivateAddresses is set. */
-const privateRanges = new BlockList();
-for (const [network, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.168.0.0", 16],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4],
-] as const) {
-  privateRanges.addSubnet(network, prefix, "ipv4");
-}
-for (const [network, prefix] of [
-  ["::", 127],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8],
-] as const) {
-  privateRanges.addSubnet(network, prefix, "ipv6");
-}
-
-/** True for loopback, private, link-local, multicast and reserved addresses (IPv4-mapped IPv6 included). */
-export function isPrivateAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return privateRanges.check(mapped[1], "ipv4");
-  const family = isIP(address);
-  if (family === 0) return true;
-  return privateRanges.check(address, family === 4 ? "ipv4" : "ipv6");
-}
-
-async function defaultLookup(host: string): Promise<string[]> {
-  return (await dns.lookup(host, { all: true })).map((entry) => entry.address);
-}
+/** Largest challenge answer read (the token is 32 characters). */
+const MAX_CHALLENGE_BYTES = 64 * 1024;
 
 /** The real verifier: an HTTP(S) file or a DNS TXT record. */
 export class NetworkDomainVerifier implements DomainVerifier {
-  constructor(private readonly options: NetworkDomainVerifierOptions = {}) {}
+  private readonly caller: HttpCaller;
+
+  constructor(private readonly options: NetworkDomainVerifierOptions = {}) {
+    const { lookup } = options;
+    const guard =
+      options.outbound ??
+      new OutboundPolicy({
+        allowPrivate: options.allowPrivateAddresses ? "all" : "none",
+        denyList: new DenyList([]),
+        resolve: lookup
+          ? async (host) => (await lookup(host)).map((address) => ({ address, family: isIP(address) }))
+          : undefined,
+      }).guard("organization");
+    this.caller = new HttpCaller({
+      guard,
+      maxResponseBytes: MAX_CHALLENGE_BYTES,
+      userAgent: "Platform-Domain-Validation/1",
+      keepAlive: false,
+    });
+  }
 
   async verify(method: DomainValidationMethod, domain: string, token: string): Promise<void> {
     if (method === "http") return this.http(domain, token);
     return this.dns(domain, token);
   }
 
+  /**
+   * The HTTP challenge: never from an address the guard refuses (checked on every resolved address, the
+   * connection made to the checked one), never following a redirect, so `_validate` cannot be used to
+   * probe the server's own network.
+   */
   private async http(domain: string, token: string): Promise<void> {
     const origins = this.options.httpOrigins?.(domain) ?? [`https://${domain}`, `http://${domain}`];
     const problems: string[] = [];
     for (const origin of origins) {
       const url = `${origin}${CHALLENGE_PATH}${encodeURIComponent(token)}.txt`;
       try {
-        if (!this.options.allowPrivateAddresses) {
-          const host = new URL(origin).hostname.replace(/^\[|\]$/g, "");
-          const lookup = this.options.lookup ?? defaultLookup;
-          const addresses = isIP(host) ? [host] : await lookup(host);
-          if (addresses.length === 0 || addresses.some(isPrivateAddress)) {
-            problems.push(`${url} is not fetched: ${host} resolves to a private or reserved address`);
-            continue;
-          }
-        }
-        const response = await fetch(url, {
-          // A redirect could lead to an address the check above did not see.
-          redirect: "manual",
-          signal: AbortSignal.timeout(this.options.timeoutMs ?? 5_000),
-        });
-        const text = (await response.text()).slice(0, 10_000).trim();
-        if (response.ok && text === token) return;
+        const answer = await this.caller.send("GET", url, undefined, {}, this.options.timeoutMs ?? 5_000);
+        const ok = answer.status >= 200 && answer.status < 300;
+        const text = answer.body.toString("utf8").trim();
+        if (ok && text === token) return;
         problems.push(
-          response.ok ? `${url} does not contain the validation token` : `${url} answered ${response.status}`,
+          ok ? `${url} does not contain the validation token` : `${url} answered ${answer.status}`,
         );
       } catch (error) {
-        problems.push(`${url} could not be fetched (${(error as Error).message})`);
+        const failure = error as CallFailure;
+        problems.push(
+          failure.kind === "denied"
+            ? `${url} is not fetched: ${failure.message}`
+            : `${url} could not be fetched (${failure.message})`,
+        );
       }
     }
     throw new FailedPreconditionError(`domain validation failed: ${problems.join("; ")}`);

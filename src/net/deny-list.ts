@@ -1,29 +1,14 @@
 /**
- * Where targets may not be called (PLATFORM_EXECUTION_DENY_LIST): a comma-separated list of IP addresses,
- * CIDR networks (`10.0.0.0/8`, `fc00::/7`) and host names (`metadata.google.internal`, or `*.internal` for
- * every name below a domain). Host names are compared with the URL's host; addresses and networks with the
- * address the host resolves to, at connection time (src/execution/http.ts connects to exactly the address
+ * The operator's own additions to the outbound-address policy (PLATFORM_EXECUTION_DENY_LIST, ./outbound.ts):
+ * a comma-separated list of IP addresses, CIDR networks (`10.0.0.0/8`, `fc00::/7`) and host names
+ * (`metadata.google.internal`, or `*.internal` for every name below a domain), closed to every outbound
+ * connection. Host names are compared with the host as configured; addresses and networks with every
+ * address the host resolves to, at connection time (the connection goes to exactly the addresses
  * checked), so a name that resolves to a denied address, now or after a DNS change, is refused too.
  * IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`) are checked as their IPv4 address.
  */
 import { BlockList, isIP } from "node:net";
-
-/** The deny list docs/actions.md recommends for production: loopback, private, link-local (cloud metadata) and other internal ranges. */
-export const RECOMMENDED_DENY_LIST = [
-  "0.0.0.0/8",
-  "10.0.0.0/8",
-  "100.64.0.0/10",
-  "127.0.0.0/8",
-  "169.254.0.0/16",
-  "172.16.0.0/12",
-  "192.168.0.0/16",
-  "::/128",
-  "::1/128",
-  "fc00::/7",
-  "fe80::/10",
-  "localhost",
-  "metadata.google.internal",
-];
+import { carriedIPv4Address, stripBrackets } from "./addresses.ts";
 
 export class DenyList {
   private readonly blocks = new BlockList();
@@ -73,17 +58,14 @@ export class DenyList {
     return this.names.has(host) || this.suffixes.some((s) => host.endsWith(s));
   }
 
-  /** Whether a resolved address is denied. */
+  /** Whether a resolved address is denied (an IPv6 address also by the IPv4 address it carries). */
   deniesAddress(address: string): boolean {
-    const family = isIP(address);
+    const plain = stripBrackets(address).replace(/%.*$/, "");
+    const family = isIP(plain);
     if (family === 0) return false;
-    if (family === 4) return this.blocks.check(address, "ipv4");
-    if (this.blocks.check(address, "ipv6")) return true;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-    return mapped !== undefined && this.blocks.check(mapped, "ipv4");
+    if (family === 4) return this.blocks.check(plain, "ipv4");
+    if (this.blocks.check(plain, "ipv6")) return true;
+    const carried = carriedIPv4Address(plain);
+    return carried !== undefined && this.blocks.check(carried, "ipv4");
   }
-}
-
-function stripBrackets(host: string): string {
-  return host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
 }

@@ -1,15 +1,16 @@
 /**
- * One HTTP call to a target: POST of a JSON body, signed, cancelled after the target's timeout, with the
- * answer's body read up to a size limit. The host is resolved here and the connection goes to exactly the
- * address that passed the deny list (the URL's host still goes out as `Host` and as TLS SNI), so a DNS
- * answer that changes between a check and the connection cannot reach a denied address. Redirects are
- * not followed (a 3xx is an answer other than 2xx). Connections are kept alive between calls.
+ * One outbound HTTP request (action targets, identity providers, domain validation): cancelled after a
+ * timeout, with the answer's body read up to a size limit, under an outbound-address guard
+ * (./outbound.ts): the host is checked before the request and resolved by the guard's lookup, so the
+ * connection goes to exactly the addresses that were checked (the URL's host still goes out as `Host` and
+ * as TLS SNI) and a DNS answer that changes between a check and the connection cannot reach a refused
+ * address. Redirects are never followed (a 3xx is an answer like any other; its `Location` is not
+ * requested). Connections are kept alive between calls, in agents of this caller only: a socket opened
+ * under one guard is never reused under another.
  */
-import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import http from "node:http";
 import https from "node:https";
-import { isIP, type LookupFunction } from "node:net";
-import type { DenyList } from "./deny-list.ts";
+import type { OutboundGuard } from "./outbound.ts";
 
 /** Why a call did not get an answer. */
 export type CallFailureKind = "timeout" | "unreachable" | "denied" | "too_large" | "cancelled";
@@ -31,16 +32,19 @@ export interface CallAnswer {
 }
 
 export interface HttpCallerOptions {
-  denyList: DenyList;
+  /** Where the calls may go: the guard of the level that configured them. */
+  guard: OutboundGuard;
   /** Largest answer body read; a larger answer is a failure ("too_large"). */
   maxResponseBytes: number;
   /** `User-Agent` of the calls (default `Platform-Execution/1`). */
   userAgent?: string;
+  /** Keep connections open between calls (default true; false for rare calls of a caller never closed). */
+  keepAlive?: boolean;
 }
 
 const USER_AGENT = "Platform-Execution/1";
 
-/** Calls targets; one per process (it holds the keep-alive connections). */
+/** Makes the calls of one guard; one per process and use (it holds the keep-alive connections). */
 export class HttpCaller {
   private readonly httpAgent: http.Agent;
   private readonly httpsAgent: https.Agent;
@@ -48,7 +52,12 @@ export class HttpCaller {
   constructor(private readonly options: HttpCallerOptions) {
     // Idle connections are closed after 4 s, before the 5 s keep-alive timeout of common servers (Node's
     // included), so a call rarely lands on a connection the target is closing.
-    const agentOptions = { keepAlive: true, maxSockets: 64, timeout: 4_000, scheduling: "lifo" as const };
+    const agentOptions = {
+      keepAlive: options.keepAlive ?? true,
+      maxSockets: 64,
+      timeout: 4_000,
+      scheduling: "lifo" as const,
+    };
     this.httpAgent = new http.Agent(agentOptions);
     this.httpsAgent = new https.Agent(agentOptions);
   }
@@ -61,7 +70,7 @@ export class HttpCaller {
 
   /**
    * POSTs the JSON `body` to `url`. Resolves with any answer (the caller judges its status); rejects with a
-   * CallFailure when there is none in time, the address is denied, or the answer is too large.
+   * CallFailure when there is none in time, the address is refused, or the answer is too large.
    */
   post(
     url: string,
@@ -80,7 +89,7 @@ export class HttpCaller {
     );
   }
 
-  /** Any request, under the same rules as `post` (deny list, timeout, size limit, no redirects followed). */
+  /** Any request, under the same rules as `post` (the guard, timeout, size limit, no redirects followed). */
   send(
     method: string,
     url: string,
@@ -95,29 +104,12 @@ export class HttpCaller {
     } catch {
       return Promise.reject(new CallFailure("unreachable", "its URL cannot be parsed"));
     }
-    const { denyList, maxResponseBytes } = this.options;
-    if (!denyList.empty && denyList.deniesHost(target.hostname)) {
-      return Promise.reject(
-        new CallFailure("denied", `host ${target.hostname} is denied by PLATFORM_EXECUTION_DENY_LIST`),
-      );
-    }
+    if (target.protocol !== "http:" && target.protocol !== "https:")
+      return Promise.reject(new CallFailure("unreachable", `its URL is not http(s) but ${target.protocol}`));
+    const { guard, maxResponseBytes } = this.options;
+    const refusal = guard.refusalOfHost(target.hostname);
+    if (refusal) return Promise.reject(new CallFailure("denied", refusal));
     const secure = target.protocol === "https:";
-    const lookup: LookupFunction = (hostname, opts, callback) => {
-      dnsLookup(hostname, { ...opts, all: true }, (error, addresses: LookupAddress[]) => {
-        if (error) return callback(error, "", 0);
-        const allowed = addresses.filter((a) => denyList.empty || !denyList.deniesAddress(a.address));
-        if (allowed.length === 0) {
-          const denied = new Error(
-            `${hostname} resolves to ${addresses[0]?.address ?? "no address"}, which is denied by PLATFORM_EXECUTION_DENY_LIST`,
-          );
-          (denied as NodeJS.ErrnoException).code = "EDENIED";
-          return callback(denied, "", 0);
-        }
-        if ((opts as { all?: boolean }).all)
-          return (callback as (e: null, a: LookupAddress[]) => void)(null, allowed);
-        callback(null, allowed[0].address, allowed[0].family);
-      });
-    };
 
     return new Promise<CallAnswer>((resolve, reject) => {
       let settled = false;
@@ -132,8 +124,8 @@ export class HttpCaller {
       const request = (secure ? https : http).request(target, {
         method,
         agent: secure ? this.httpsAgent : this.httpAgent,
-        // IP literals are not looked up by Node: the deniesHost check above covered them.
-        lookup: isIP(target.hostname.replace(/^\[|\]$/g, "")) ? undefined : lookup,
+        // Node looks up names only: IP literals were checked above.
+        lookup: guard.lookup,
         headers: {
           ...(body === undefined ? {} : { "content-length": String(Buffer.byteLength(body)) }),
           "user-agent": this.options.userAgent ?? USER_AGENT,
@@ -147,7 +139,7 @@ export class HttpCaller {
       const onAbort = () => fail(new CallFailure("cancelled", "cancelled"));
       signal?.addEventListener("abort", onAbort, { once: true });
       request.on("error", (error: NodeJS.ErrnoException) => {
-        if (error.code === "EDENIED") fail(new CallFailure("denied", error.message));
+        if (error.code === "EOUTBOUNDREFUSED") fail(new CallFailure("denied", error.message));
         else fail(new CallFailure("unreachable", `could not be reached (${error.code ?? error.message})`));
       });
       request.on("response", (response) => {
@@ -188,7 +180,7 @@ export class HttpCaller {
 
 /**
  * A Fetch API function over `caller` (for libraries that take one, such as openid-client's `customFetch`):
- * the same deny list, timeout and size limit as target calls. Failures reject as fetch does (a TypeError
+ * the same guard, timeout and size limit as the caller's other calls. Failures reject as fetch does (a TypeError
  * whose `cause` is the CallFailure).
  */
 export function fetchThrough(
