@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { addMachineUser, addOrg, assertRpcError, restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import {
+  addMachineUser,
+  addOrg,
+  assertRpcError,
+  restClient,
+  startPlatform,
+  type TestPlatform,
+} from "../../test/helpers.ts";
 import {
   assertOAuthError,
   basic,
@@ -78,7 +85,8 @@ describe("token audiences and organizations", () => {
     assert.equal((await introspectAs(api, own.json.access_token)).active, true, "projectA's API sees it");
 
     // Organization B's client: projectA is not its organization's, and not granted to it.
-    const refused = /project \d+ in an audience scope is neither a project of the client's organization nor granted to it/;
+    const refused =
+      /unknown project \d+ in an audience scope: a client may name its organization's projects and the projects granted to it/;
     assertOAuthError(await clientCredentials(svcB, `openid ${aud(projectA)}`), 400, "invalid_scope", refused);
     // An unknown project gets the same answer: another organization's project IDs cannot be probed.
     assertOAuthError(await clientCredentials(svcB, `openid ${aud("424242")}`), 400, "invalid_scope", refused);

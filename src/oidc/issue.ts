@@ -52,7 +52,7 @@ export async function resolveAudience(
     const refused = toCheck.find((id) => !allowed.has(id));
     if (refused !== undefined) {
       throw new InvalidScope(
-        `project ${refused} in an audience scope is neither a project of the client's organization nor granted to it`,
+        `unknown project ${refused} in an audience scope: a client may name its organization's projects and the projects granted to it`,
       );
     }
   }

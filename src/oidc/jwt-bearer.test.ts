@@ -154,7 +154,10 @@ describe("jwt-bearer grant", () => {
     assert.equal((await grant(withoutJti)).status, 200);
     assertOAuthError(await grant(withoutJti), 400, "invalid_grant", /used before/);
     // Another user's jti space is its own.
-    assert.equal((await grant(await assertion(multi, multi.key!.privateKey, { claims: { jti } }))).status, 200);
+    assert.equal(
+      (await grant(await assertion(multi, multi.key!.privateKey, { claims: { jti } }))).status,
+      200,
+    );
   });
 
   it("aud is the issuer as a single string: an array or the token endpoint is invalid_grant (RFC 7523bis)", async () => {
@@ -178,11 +181,23 @@ describe("jwt-bearer grant", () => {
         assertion(svc, key, { claims: { iss: "424242", sub: "424242" } }),
         /424242 is not a machine user/,
       ],
-      ["unknown kid", assertion(svc, key, { header: { kid: "424242" } }), /kid 424242 is not a key of the user/],
+      [
+        "unknown kid",
+        assertion(svc, key, { header: { kid: "424242" } }),
+        /kid 424242 is not a key of the user/,
+      ],
       ["no exp", assertion(svc, key, { claims: { exp: undefined } }), /exp/],
       ["expired", assertion(svc, key, { claims: { iat: now() - 120, exp: now() - 60 } }), /"exp"/],
-      ["older than an hour", assertion(svc, key, { claims: { iat: now() - 3700, exp: now() + 60 } }), /"iat"/],
-      ["numeric jti", assertion(svc, key, { claims: { jti: 42 as unknown as string } }), /jti must be a string/],
+      [
+        "older than an hour",
+        assertion(svc, key, { claims: { iat: now() - 3700, exp: now() + 60 } }),
+        /"iat"/,
+      ],
+      [
+        "numeric jti",
+        assertion(svc, key, { claims: { jti: 42 as unknown as string } }),
+        /jti must be a string/,
+      ],
     ];
     for (const [why, signed, description] of cases) {
       const reply = await grant(await signed);
@@ -213,4 +228,3 @@ describe("jwt-bearer grant", () => {
     );
   });
 });
-

@@ -6,18 +6,23 @@ import type { OidcContext, RequestInfo } from "../context.ts";
 import { withFunctionClaims } from "../functions.ts";
 import { type Params, required } from "../http.ts";
 import { Reserved, scopeFromValues } from "../scopes.ts";
-import type { StoredAccessToken } from "../token-store.ts";
+import { actorsOf, type StoredAccessToken } from "../token-store.ts";
 
 /**
- * Whether the caller may introspect the token, decided by identity: a machine user only its own tokens
- * (issued to it as a client, for itself: a username that once was another machine user's matches no
- * token of that user); an app the tokens whose audience holds its project (project IDs are generated, and
- * no client ID can take the form of one) or that were issued to it.
+ * Whether the caller is the token's audience, decided by identity. An app: its project is in the audience
+ * (project IDs are generated, and no client ID can take their form), or its client ID. A machine user: its
+ * client ID is in the audience and it is the token's user or one of its actors (token exchange), by user
+ * ID: a username that once was another machine user's does not make that user's tokens its own.
  */
 function isAudience(caller: OidcClient, token: StoredAccessToken): boolean {
-  if (caller.kind === "machine") return token.clientId === caller.clientId && token.subject === caller.userId;
+  if (caller.kind === "machine") {
+    return (
+      token.audience.includes(caller.clientId) &&
+      (token.subject === caller.userId || actorsOf(token.lineage?.act).includes(caller.userId!))
+    );
+  }
   return (
-    token.clientId === caller.clientId ||
+    token.audience.includes(caller.clientId) ||
     (caller.projectId !== undefined && token.audience.includes(caller.projectId))
   );
 }

@@ -55,7 +55,8 @@ export const jwtBearerGrant: Grant = async (ctx, info, request) => {
       `assertion's aud must be the issuer ${info.issuer} as a single string (not an array, not an endpoint URL)`,
     );
   }
-  if (kid !== undefined && typeof kid !== "string") throw new InvalidGrant("assertion's kid must be a string");
+  if (kid !== undefined && typeof kid !== "string")
+    throw new InvalidGrant("assertion's kid must be a string");
 
   const user = await loadUser(ctx.db, info.instance.id, userId);
   if (!user || user.type !== UserType.machine) {
@@ -105,7 +106,9 @@ async function verifyAssertion(
   const now = Date.now();
   const usable = keys.filter((key) => !key.expiresAt || key.expiresAt.getTime() > now);
   if (usable.length === 0) {
-    throw new InvalidGrant(kid === undefined ? "every key of the user has expired" : `the key ${kid} has expired`);
+    throw new InvalidGrant(
+      kid === undefined ? "every key of the user has expired" : `the key ${kid} has expired`,
+    );
   }
   for (const key of usable) {
     try {
@@ -150,7 +153,8 @@ async function useOnce(
   payload: JWTPayload,
 ): Promise<void> {
   const { jti } = payload;
-  if (jti !== undefined && typeof jti !== "string") throw new InvalidGrant("assertion's jti must be a string");
+  if (jti !== undefined && typeof jti !== "string")
+    throw new InvalidGrant("assertion's jti must be a string");
   if (jti !== undefined && jti.length > MAX_JTI_LENGTH) {
     throw new InvalidGrant(`assertion's jti is longer than ${MAX_JTI_LENGTH} characters`);
   }

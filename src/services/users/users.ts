@@ -34,8 +34,8 @@ import {
   UserEvent,
   UserType,
 } from "../../domain/user/events.ts";
-import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
+import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
@@ -292,7 +292,8 @@ export function usersService(deps: ServiceDeps) {
       const { call, row } = await userCall(ctx, req.id, "user.write");
       const change = changeOf(req.user, row.type);
       const username = req.user?.username;
-      const problem = username !== undefined && row.type === UserType.machine && machineUsernameProblem(username);
+      const problem =
+        username !== undefined && row.type === UserType.machine && machineUsernameProblem(username);
       if (problem) throw new InvalidArgumentError(problem, "user.username");
       const details = await onUser(call, req.id, (user) => [
         ...(username === undefined ? [] : changeUsernameEvent(user, username)),
