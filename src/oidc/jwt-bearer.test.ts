@@ -139,6 +139,8 @@ describe("jwt-bearer grant", () => {
 
   it("an assertion is used once: the same assertion, or another with the same jti, is invalid_grant", async () => {
     const once = await assertion(svc, svc.key!.privateKey);
+    // A request refused for another reason does not use the assertion up.
+    assertOAuthError(await grant(once, { scope: "openid nonsense" }), 400, "invalid_scope");
     assert.equal((await grant(once, { scope: "openid" })).status, 200);
     assertOAuthError(await grant(once, { scope: "openid" }), 400, "invalid_grant", /used before \(its jti\)/);
     const jti = crypto.randomUUID();

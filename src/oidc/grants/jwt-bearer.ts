@@ -63,7 +63,6 @@ export const jwtBearerGrant: Grant = async (ctx, info, request) => {
     throw new InvalidGrant(`assertion's sub ${userId} is not a machine user of this instance`);
   }
   const payload = await verifyAssertion(ctx, info, userId, assertion, kid);
-  await useOnce(ctx, info, userId, assertion, payload);
   if (!isActive(user)) throw new InvalidGrant("the user is not active");
 
   const client = await ctx.clients.machineUser(info.instance.id, user.username);
@@ -75,6 +74,8 @@ export const jwtBearerGrant: Grant = async (ctx, info, request) => {
   }
   const scope = withoutOfflineAccess(parseScope(requestedScope(request.params, payload)));
   const audience = await resolveAudience(ctx, info, client, scope);
+  // Last: a request refused for another reason leaves the assertion usable.
+  await useOnce(ctx, info, userId, assertion, payload);
   return issueTokens(ctx, info, {
     client,
     subject: user.id,
