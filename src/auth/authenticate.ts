@@ -134,7 +134,12 @@ export class Authenticator {
     throw new UnauthenticatedError("invalid or expired token");
   }
 
-  /** A JWT whose issuer is a configured system user, signed with that user's key (iss = sub, aud = our URL). */
+  /**
+   * A JWT whose issuer is a configured system user, signed with that user's key: `iss` = `sub` = the system
+   * user's ID, `aud` = the external URL (never the Host the request happened to name), `iat` and `exp`
+   * required with `exp` at most an hour after `iat` (5 s clock skew), so a leaked token is good for an hour
+   * at most.
+   */
   private async systemUser(token: string, host: string): Promise<Caller | undefined> {
     if (token.split(".").length !== 3) return undefined;
     let issuer: string | undefined;
@@ -152,14 +157,37 @@ export class Authenticator {
       key = importSPKI(pem, alg);
       this.systemKeys.set(`${issuer}:${alg}`, key);
     }
-    const audiences = [externalOrigin(this.config)];
-    if (host) audiences.push(`${this.config.externalSecure ? "https" : "http"}://${host}`);
     try {
-      await jwtVerify(token, await key, { issuer, subject: issuer, audience: audiences, clockTolerance: 5 });
+      const { payload } = await jwtVerify(token, await key, {
+        issuer,
+        subject: issuer,
+        audience: systemUserAudience(this.config, host),
+        clockTolerance: SYSTEM_TOKEN_SKEW,
+        maxTokenAge: SYSTEM_TOKEN_MAX_LIFETIME,
+        requiredClaims: ["iat", "exp"],
+      });
+      if (payload.exp! - payload.iat! > SYSTEM_TOKEN_MAX_LIFETIME) {
+        throw new Error(`"exp" must be at most ${SYSTEM_TOKEN_MAX_LIFETIME} seconds after "iat"`);
+      }
     } catch (error) {
       this.systemKeys.delete(`${issuer}:${alg}`);
       throw new UnauthenticatedError(`invalid system user token: ${(error as Error).message}`);
     }
     return { kind: "system", userId: issuer };
   }
+}
+
+/** The longest a system user's JWT may live (`exp` - `iat`), in seconds. */
+const SYSTEM_TOKEN_MAX_LIFETIME = 3600;
+/** Clock difference tolerated for system users' JWTs, in seconds. */
+const SYSTEM_TOKEN_SKEW = 5;
+
+/**
+ * The audience of system users' JWTs: the external URL (PLATFORM_EXTERNAL_SECURE / _DOMAIN / _PORT), whatever
+ * the Host. An external port of 0 (a server on an ephemeral port, as in tests) means the request's port.
+ */
+export function systemUserAudience(config: Config, host: string): string {
+  if (config.externalPort !== 0) return externalOrigin(config);
+  const port = /:(\d+)$/.exec(host.trim())?.[1];
+  return externalOrigin({ ...config, externalPort: port ? Number(port) : config.externalSecure ? 443 : 80 });
 }

@@ -1,12 +1,14 @@
 import { createHash } from "node:crypto";
 import { SignJWT } from "jose";
 import { sha256 } from "../crypto/tokens.ts";
+import { ProjectGrantState } from "../domain/project/events.ts";
+import { machineUsernameProblem } from "../domain/user/machine-username.ts";
 import { newId } from "../id.ts";
 import type { Queryable } from "../storage/database.ts";
 import { loadMetadata, roleClaims, USERINFO_SCOPES, type UserRecord, userClaims } from "./claims.ts";
 import type { OidcClient } from "./clients.ts";
 import type { OidcContext, RequestInfo } from "./context.ts";
-import { InvalidScope } from "./errors.ts";
+import { InvalidScope, UnauthorizedClient } from "./errors.ts";
 import { withFunctionClaims } from "./functions.ts";
 import { MANAGEMENT_PROJECT_ALIAS, type ParsedScope, Reserved, Scope, scopeFromValues } from "./scopes.ts";
 import { type AccessTokenRecord, type Lineage, newHandle, type RefreshTokenRecord } from "./token-store.ts";
@@ -20,7 +22,12 @@ export interface Audience {
 
 /**
  * Resolves the audience scopes (`urn:platform:iam:org:project:id:<id>:aud`, `platform` = the instance's
- * management project) to project IDs; a project that does not exist in the instance is invalid_scope.
+ * management project) to project IDs. A client may name the management project (every client of the
+ * instance may call its management APIs), the projects of its own organization and the projects granted
+ * to its organization by an active project grant; any other project, existing or not, is invalid_scope
+ * (one answer for both: another organization's project IDs cannot be probed). A machine user whose
+ * username has the form of a generated ID (which would stand for a project or an app in the audience) gets
+ * no tokens: unauthorized_client.
  */
 export async function resolveAudience(
   ctx: OidcContext,
@@ -28,24 +35,46 @@ export async function resolveAudience(
   client: OidcClient,
   scope: ParsedScope,
 ): Promise<Audience> {
+  if (client.kind === "machine") {
+    const problem = machineUsernameProblem(client.clientId);
+    if (problem) throw new UnauthorizedClient(`${problem}: rename the machine user`);
+  }
+  const management = info.instance.iamProjectId;
   const projectIds: string[] = client.projectId ? [client.projectId] : [];
   const toCheck: string[] = [];
   for (const requested of scope.audienceProjects) {
-    const id = requested === MANAGEMENT_PROJECT_ALIAS ? info.instance.iamProjectId : requested;
-    if (requested !== MANAGEMENT_PROJECT_ALIAS && id !== client.projectId && !toCheck.includes(id)) {
-      toCheck.push(id);
-    }
+    const id = requested === MANAGEMENT_PROJECT_ALIAS ? management : requested;
+    if (id !== management && id !== client.projectId && !toCheck.includes(id)) toCheck.push(id);
     if (!projectIds.includes(id)) projectIds.push(id);
   }
   if (toCheck.length > 0) {
-    const rows = await ctx.db.query<{ id: string }>(
-      "SELECT id FROM projects WHERE instance_id = $1 AND id = ANY($2)",
-      [info.instance.id, toCheck],
-    );
-    const missing = toCheck.filter((id) => !rows.some((r) => r.id === id));
-    if (missing.length > 0) throw new InvalidScope(`unknown project ${missing[0]} in an audience scope`);
+    const allowed = await projectsOpenTo(ctx.db, info.instance.id, client.orgId, toCheck);
+    const refused = toCheck.find((id) => !allowed.has(id));
+    if (refused !== undefined) {
+      throw new InvalidScope(
+        `unknown project ${refused} in an audience scope: a client may name its organization's projects and the projects granted to it`,
+      );
+    }
   }
   return { audience: [client.clientId, ...projectIds], projectIds };
+}
+
+/** Which of these projects belong to the organization or are granted to it by an active project grant. */
+async function projectsOpenTo(
+  db: Queryable,
+  instanceId: string,
+  orgId: string,
+  projectIds: string[],
+): Promise<Set<string>> {
+  const rows = await db.query<{ id: string }>(
+    `SELECT p.id FROM projects p
+     WHERE p.instance_id = $1 AND p.id = ANY($2)
+       AND (p.org_id = $3 OR EXISTS (
+         SELECT 1 FROM project_grants g
+         WHERE g.instance_id = p.instance_id AND g.project_id = p.id AND g.granted_org_id = $3 AND g.state = $4))`,
+    [instanceId, projectIds, orgId, ProjectGrantState.active],
+  );
+  return new Set(rows.map((r) => r.id));
 }
 
 /** What a grant decided to issue. */

@@ -1,16 +1,37 @@
 import { activeAccessToken } from "../access-tokens.ts";
 import { loadMetadata, loginName, roleClaims, userClaims } from "../claims.ts";
 import { authenticateClient } from "../client-auth.ts";
+import type { OidcClient } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { withFunctionClaims } from "../functions.ts";
 import { type Params, required } from "../http.ts";
 import { Reserved, scopeFromValues } from "../scopes.ts";
+import { actorsOf, type StoredAccessToken } from "../token-store.ts";
+
+/**
+ * Whether the caller is the token's audience, decided by identity. An app: its project is in the audience
+ * (project IDs are generated, and no client ID can take their form), or its client ID. A machine user: its
+ * client ID is in the audience and it is the token's user or one of its actors (token exchange), by user
+ * ID: a username that once was another machine user's does not make that user's tokens its own.
+ */
+function isAudience(caller: OidcClient, token: StoredAccessToken): boolean {
+  if (caller.kind === "machine") {
+    return (
+      token.audience.includes(caller.clientId) &&
+      (token.subject === caller.userId || actorsOf(token.lineage?.act).includes(caller.userId!))
+    );
+  }
+  return (
+    token.audience.includes(caller.clientId) ||
+    (caller.projectId !== undefined && token.audience.includes(caller.projectId))
+  );
+}
 
 /**
  * Token introspection (RFC 7662): client_secret_basic or private_key_jwt only. `active: false` for
- * expired, revoked, malformed and unknown tokens and for callers whose client ID or project is not in the
- * token's audience; else the token's fields, `username` (`<username>@<primary domain>`), `act` for an
- * impersonation token (token exchange), the user claims its scope allows and its roles.
+ * expired, revoked, malformed and unknown tokens and for callers that are not its audience (`isAudience`);
+ * else the token's fields, `username` (`<username>@<primary domain>`), `act` for an impersonation token
+ * (token exchange), the user claims its scope allows and its roles.
  */
 export async function introspectionEndpoint(
   ctx: OidcContext,
@@ -23,10 +44,8 @@ export async function introspectionEndpoint(
   const token = required(params, "token");
   const stored = await activeAccessToken(ctx, info.instance.id, token);
   if (!stored?.user) return { active: false };
+  if (!isAudience(client, stored)) return { active: false };
   const audience = stored.audience;
-  if (!audience.includes(client.clientId) && !(client.projectId && audience.includes(client.projectId))) {
-    return { active: false };
-  }
   const scope = scopeFromValues(stored.scope);
   const user = stored.user;
   const tokenClient =

@@ -20,13 +20,13 @@ describe("instances API", () => {
   let system: string;
   let iamOwner: string;
 
-  /** A system user's self-signed JWT for the given host. */
-  const systemToken = (host = `localhost:${port}`) =>
+  /** A system user's self-signed JWT: its audience is the external URL, whichever instance it calls. */
+  const systemToken = () =>
     new SignJWT({})
       .setProtectedHeader({ alg: "RS256" })
       .setIssuer("ops-robot")
       .setSubject("ops-robot")
-      .setAudience(`http://${host}`)
+      .setAudience(`http://localhost:${port}`)
       .setIssuedAt()
       .setExpirationTime("5m")
       .sign(privateKey);
@@ -82,7 +82,7 @@ describe("instances API", () => {
 
     // Host resolution picks up the new domains immediately.
     const tenantHost = `tenant2.localhost:${port}`;
-    const tenantSystem = await systemToken(tenantHost);
+    const tenantSystem = await systemToken();
     const tenantDefault = await rest("GET", "/resources/v3alpha/organizations/_instance_default", {
       token: tenantSystem,
       host: tenantHost,
@@ -91,7 +91,7 @@ describe("instances API", () => {
     assert.equal(tenantDefault.json.organization.organization.name, "Tenant Org");
     assert.equal(tenantDefault.json.organization.primary_domain, "tenant-org.tenant2.localhost");
     const alt = await rest("POST", "/resources/v3alpha/organizations/_search", {
-      token: await systemToken(`tenant2-alt.localhost:${port}`),
+      token: await systemToken(),
       host: `tenant2-alt.localhost:${port}`,
       json: [],
     });
@@ -358,7 +358,7 @@ describe("instances API", () => {
     // A target of instance A: its signing key must not outlive the instance.
     const hostA = `order-a.localhost:${port}`;
     const target = await rest("POST", "/resources/v3alpha/targets", {
-      token: await systemToken(hostA),
+      token: await systemToken(),
       host: hostA,
       json: {
         name: "hook",
@@ -380,7 +380,7 @@ describe("instances API", () => {
     assert.equal((await rest("DELETE", `${INSTANCES}/${a}`)).status, 404);
     const host = `order-a.localhost:${port}`;
     const gone = await rest("POST", "/resources/v3alpha/organizations/_search", {
-      token: await systemToken(host),
+      token: await systemToken(),
       host,
       json: [],
     });
@@ -400,7 +400,7 @@ describe("instances API", () => {
     const created = await rest("POST", INSTANCES, { json: newInstance("blocked.localhost") });
     const id = created.json.details.id as string;
     const host = `blocked.localhost:${port}`;
-    const token = await systemToken(host);
+    const token = await systemToken();
     const probe = (accept?: string) =>
       rest("GET", "/resources/v3alpha/organizations/_instance_default", {
         token,
@@ -477,7 +477,7 @@ describe("instances API", () => {
     assert.equal(
       (
         await rest("GET", "/resources/v3alpha/organizations/_instance_default", {
-          token: await systemToken(`bulk.localhost:${port}`),
+          token: await systemToken(),
           host: `bulk.localhost:${port}`,
         })
       ).status,

@@ -34,6 +34,7 @@ import {
   UserEvent,
   UserType,
 } from "../../domain/user/events.ts";
+import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
@@ -260,6 +261,8 @@ export function usersService(deps: ServiceDeps) {
         event = addHumanEvent(userId, orgId, await humanPayload(input.username, input.type.value));
       } else {
         const machine = input.type.value!;
+        const problem = machineUsernameProblem(input.username);
+        if (problem) throw new InvalidArgumentError(problem, "user.username");
         event = addMachineEvent(userId, orgId, {
           username: input.username,
           name: machine.name,
@@ -292,6 +295,9 @@ export function usersService(deps: ServiceDeps) {
       const { call, row } = await userCall(ctx, req.id, "user.write");
       const change = changeOf(req.user, row.type);
       const username = req.user?.username;
+      const problem =
+        username !== undefined && row.type === UserType.machine && machineUsernameProblem(username);
+      if (problem) throw new InvalidArgumentError(problem, "user.username");
       const details = await onUser(call, req.id, (user) => [
         ...(username === undefined ? [] : changeUsernameEvent(user, username)),
         ...changeUserEvents(user, change),
