@@ -462,8 +462,12 @@ describe("no control over a more privileged account", () => {
       actor.clientId,
       client.ClientSecretBasic(actor.clientSecret),
     );
-    const actorToken = (await client.clientCredentialsGrant(actorConfig, { scope: `openid ${AUD_PLATFORM}` }))
-      .access_token;
+    // The actor token names the exchanging client's project: a client exchanges only tokens meant for it.
+    const actorToken = (
+      await client.clientCredentialsGrant(actorConfig, {
+        scope: `openid ${AUD_PLATFORM} urn:platform:iam:org:project:id:${projectId}:aud`,
+      })
+    ).access_token;
     const impersonate = (subjectToken: string) =>
       client.genericGrantRequest(exchanger, TOKEN_EXCHANGE, {
         subject_token: subjectToken,
