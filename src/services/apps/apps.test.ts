@@ -538,6 +538,18 @@ describe("apps", () => {
     await patch({ name: "Not this", oidc: { dev_mode: false } }, "?update_mask=oidc.clock_skew");
     expected = { ...expected, clock_skew: "0s" };
     assert.deepEqual(await get(), { name: "Renamed", oidc: expected });
+    // null and {} give no value in proto3 JSON: they change nothing (and store nothing).
+    const count = await eventCount(platform);
+    await patch({ name: null, oidc: { dev_mode: null, access_token_type: null } });
+    await patch({ oidc: {} });
+    assert.equal(await eventCount(platform), count);
+    // The mask's paths in lowerCamelCase (the JSON form of a FieldMask) work as well.
+    await patch(
+      { oidc: { post_logout_redirect_uris: ["https://shop.example.com/bye"], dev_mode: false } },
+      "?update_mask=oidc.postLogoutRedirectUris",
+    );
+    expected = { ...expected, post_logout_redirect_uris: ["https://shop.example.com/bye"] };
+    assert.deepEqual(await get(), { name: "Renamed", oidc: expected });
 
     // The configuration that results is checked as a whole: token exchange only needs the response types
     // emptied as well (the stored [CODE] needs the code flow).

@@ -688,9 +688,11 @@ export type PatchAppRequest = Message<"platform.resources.app.v3alpha.PatchAppRe
   app?: PatchApp | undefined;
 
   /**
-   * Fields of `app` to change even when absent or empty (to their empty value), as dotted paths relative
-   * to `app`, e.g. `oidc.post_logout_redirect_uris`; needed in binary protobuf to empty a list. Over REST
-   * it defaults to every field in the JSON body (query parameter `update_mask`, paths comma-separated).
+   * When given, exactly the fields of `app` it names change (dotted paths relative to `app`, e.g.
+   * `oidc.post_logout_redirect_uris`): to their value in `app`, or to their empty value when absent there;
+   * the fields it does not name stay. Without it, the fields present in `app` change, and an empty list is
+   * not present in binary protobuf: name it here to empty it. Over REST it defaults to the fields of the
+   * JSON body (query parameter `update_mask`, comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */

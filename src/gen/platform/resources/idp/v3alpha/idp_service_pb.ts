@@ -105,9 +105,11 @@ export type PatchCodehostBIDPRequest = Message<"platform.resources.idp.v3alpha.P
   idp?: PatchCodehostBIDP | undefined;
 
   /**
-   * Fields of `idp` to change even when absent or empty (to their empty value), as dotted paths
-   * relative to `idp`, e.g. `config.scopes`; needed in binary protobuf to name an empty list.
-   * Over REST it defaults to every field in the JSON body (query parameter `update_mask`).
+   * When given, exactly the fields of `idp` it names change (dotted paths relative to `idp`, e.g.
+   * `config.scopes`): to their value in `idp`, or to their empty value when absent there; the fields it
+   * does not name stay. Without it, the fields present in `idp` change, and an empty list is not present in
+   * binary protobuf: name it here to empty it. Over REST it defaults to the fields of the JSON body (query
+   * parameter `update_mask`, comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
@@ -268,9 +270,11 @@ export type PatchCodehostBSelfHostedIDPRequest = Message<"platform.resources.idp
   idp?: PatchCodehostBSelfHostedIDP | undefined;
 
   /**
-   * Fields of `idp` to change even when absent or empty (to their empty value), as dotted paths
-   * relative to `idp`, e.g. `config.scopes`; needed in binary protobuf to name an empty list.
-   * Over REST it defaults to every field in the JSON body (query parameter `update_mask`).
+   * When given, exactly the fields of `idp` it names change (dotted paths relative to `idp`, e.g.
+   * `config.scopes`): to their value in `idp`, or to their empty value when absent there; the fields it
+   * does not name stay. Without it, the fields present in `idp` change, and an empty list is not present in
+   * binary protobuf: name it here to empty it. Over REST it defaults to the fields of the JSON body (query
+   * parameter `update_mask`, comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
@@ -431,9 +435,11 @@ export type PatchOIDCIDPRequest = Message<"platform.resources.idp.v3alpha.PatchO
   idp?: PatchOIDCIDP | undefined;
 
   /**
-   * Fields of `idp` to change even when absent or empty (to their empty value), as dotted paths
-   * relative to `idp`, e.g. `config.scopes`; needed in binary protobuf to name an empty list.
-   * Over REST it defaults to every field in the JSON body (query parameter `update_mask`).
+   * When given, exactly the fields of `idp` it names change (dotted paths relative to `idp`, e.g.
+   * `config.scopes`): to their value in `idp`, or to their empty value when absent there; the fields it
+   * does not name stay. Without it, the fields present in `idp` change, and an empty list is not present in
+   * binary protobuf: name it here to empty it. Over REST it defaults to the fields of the JSON body (query
+   * parameter `update_mask`, comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
@@ -594,9 +600,11 @@ export type PatchOAuthIDPRequest = Message<"platform.resources.idp.v3alpha.Patch
   idp?: PatchOAuthIDP | undefined;
 
   /**
-   * Fields of `idp` to change even when absent or empty (to their empty value), as dotted paths
-   * relative to `idp`, e.g. `config.scopes`; needed in binary protobuf to name an empty list.
-   * Over REST it defaults to every field in the JSON body (query parameter `update_mask`).
+   * When given, exactly the fields of `idp` it names change (dotted paths relative to `idp`, e.g.
+   * `config.scopes`): to their value in `idp`, or to their empty value when absent there; the fields it
+   * does not name stay. Without it, the fields present in `idp` change, and an empty list is not present in
+   * binary protobuf: name it here to empty it. Over REST it defaults to the fields of the JSON body (query
+   * parameter `update_mask`, comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */

@@ -309,9 +309,11 @@ export type PatchMembershipRequest = Message<"platform.resources.membership.v3al
   membership?: PatchMembership | undefined;
 
   /**
-   * Fields of `membership` to change even when absent or empty, e.g. `roles` (an empty list is refused:
-   * a membership keeps at least one role, delete it instead). Over REST it defaults to every field in the
-   * JSON body (query parameter `update_mask`).
+   * When given, exactly the fields of `membership` it names change (dotted paths relative to `membership`,
+   * e.g. `roles`); an empty `roles` named here is refused (delete the membership instead). Without it, the
+   * fields present in `membership` change; an empty list is not present in binary protobuf and changes
+   * nothing. Over REST it defaults to the fields of the JSON body (query parameter `update_mask`,
+   * comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 3;
    */

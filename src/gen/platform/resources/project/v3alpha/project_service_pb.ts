@@ -1337,9 +1337,10 @@ export type PatchProjectGrantRequest = Message<"platform.resources.project.v3alp
   grant?: PatchProjectGrant | undefined;
 
   /**
-   * Fields of `grant` to change even when absent or empty, e.g. `role_keys` (an empty list is refused: a
-   * project grant keeps at least one role, delete it instead). Over REST it defaults to every field in the
-   * JSON body (query parameter `update_mask`).
+   * When given, exactly the fields of `grant` it names change (dotted paths relative to `grant`, e.g.
+   * `role_keys`); an empty `role_keys` named here is refused (delete the grant instead). Without it, the
+   * fields present in `grant` change; an empty list is not present in binary protobuf and changes nothing.
+   * Over REST it defaults to the fields of the JSON body (query parameter `update_mask`, comma-separated).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
