@@ -29,7 +29,7 @@ function resolve(desc: DescMessage, path: string): DescField[] | undefined {
   const fields: DescField[] = [];
   let current: DescMessage | undefined = desc;
   for (const name of path.split(".")) {
-    const field: DescField | undefined = current?.fields.find((f) => f.name === name);
+    const field: DescField | undefined = current?.fields.find((f) => f.name === name || f.jsonName === name);
     if (!field) return undefined;
     fields.push(field);
     current = field.fieldKind === "message" ? field.message : undefined;
@@ -47,16 +47,17 @@ export function patchFields<Desc extends DescMessage>(
   updateMask: FieldMask | undefined,
   bodyField: string,
 ): PatchFields {
-  const mask = updateMask?.paths ?? [];
-  for (const path of mask) {
+  // The paths as proto names (a binary client may have written the JSON names).
+  const mask = (updateMask?.paths ?? []).map((path) => {
     if (path === "*")
       throw new InvalidArgumentError(
         `name the fields of ${bodyField} to change; "*" (replace everything) is not supported`,
         "update_mask",
       );
-    if (!resolve(schema, path))
-      throw new InvalidArgumentError(`"${path}" names no field of ${bodyField}`, "update_mask");
-  }
+    const fields = resolve(schema, path);
+    if (!fields) throw new InvalidArgumentError(`"${path}" names no field of ${bodyField}`, "update_mask");
+    return fields.map((f) => f.name).join(".");
+  });
   const root = body ? reflect(schema, body) : undefined;
 
   const checked = (path: string): DescField[] => {

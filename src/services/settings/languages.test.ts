@@ -207,11 +207,13 @@ describe("language settings", () => {
     });
     // A present but empty message unsets that field only (message presence survives binary protobuf).
     await grpc({ restricted_languages: {} });
-    assert.deepEqual(await languages(), { ...initial, default_language: { value: "fr" } });
+    const unset = await languages();
+    assert.deepEqual(unset.default_language, { value: "fr" });
+    assert.equal(unset.restricted_languages.owner.type, "OWNER_TYPE_SYSTEM", "inherited again");
     await grpc({ default_language: {} });
     const reset = await languages();
     assert.equal(reset.default_language.owner.type, "OWNER_TYPE_SYSTEM", "inherited again");
-    assert.deepEqual(reset.restricted_languages, initial.restricted_languages);
+    assert.deepEqual(reset.restricted_languages, unset.restricted_languages);
   });
 
   it("a patch that changes nothing succeeds and appends no event", async () => {

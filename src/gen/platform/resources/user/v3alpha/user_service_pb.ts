@@ -362,8 +362,9 @@ export const PatchHumanEmailSchema: GenMessage<PatchHumanEmail> = /*@__PURE__*/
  */
 export type PatchHumanPhone = Message<"platform.resources.user.v3alpha.PatchHumanPhone"> & {
   /**
-   * New number; empty removes the phone (and its verification). A changed number is unverified unless
-   * `is_verified` is given as true; the current number given again keeps its verification.
+   * New number, e.g. `+41 79 123 45 67`; empty removes the phone (and its verification). A changed number
+   * is unverified unless `is_verified` is given as true; the current number given again keeps its
+   * verification.
    *
    * @generated from field: optional string number = 1;
    */
