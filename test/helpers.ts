@@ -361,3 +361,32 @@ export function watchSocket(socket: import("node:net").Socket) {
     closedWithin: (giveUpMs: number): Promise<number> => within(closed, giveUpMs, "still open"),
   };
 }
+
+/**
+ * Calls a unary RPC over gRPC (binary protobuf on HTTP/2) with the request written as proto3 JSON, and
+ * answers the response as proto3 JSON with snake_case names. Binary protobuf carries no presence for empty
+ * lists and for fields without `optional` at their zero value: what a patch can tell over gRPC differs from
+ * what it can tell from JSON, which is why patch tests call both. A failed call throws the ConnectError.
+ */
+export async function grpcCall(
+  platform: { url: string },
+  token: string,
+  service: import("@bufbuild/protobuf").DescService,
+  method: string,
+  request: Json,
+): Promise<Json> {
+  const { fromJson, toJson } = await import("@bufbuild/protobuf");
+  const { createGrpcTransport } = await import("@connectrpc/connect-node");
+  const desc = service.methods.find((m) => m.name === method);
+  if (!desc) throw new Error(`${service.typeName} has no method ${method}`);
+  const transport = createGrpcTransport({ baseUrl: platform.url });
+  const response = await transport.unary(
+    desc as never,
+    undefined,
+    undefined,
+    { authorization: `Bearer ${token}` },
+    fromJson(desc.input, request),
+    undefined,
+  );
+  return toJson(desc.output, response.message as never, { useProtoFieldName: true });
+}

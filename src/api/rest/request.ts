@@ -9,6 +9,7 @@
  * fields and oneof conflicts all become INVALID_ARGUMENT naming the problem.
  */
 import {
+  create,
   type DescField,
   type DescMessage,
   fromJson,
@@ -17,6 +18,8 @@ import {
   type Registry,
   ScalarType,
 } from "@bufbuild/protobuf";
+import { reflect } from "@bufbuild/protobuf/reflect";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { InvalidArgumentError } from "../../errors.ts";
 import { type PathVariable, variableValue } from "./template.ts";
 
@@ -25,6 +28,8 @@ export interface RequestBinding {
   /** "" (no body), "*" (whole message) or the proto name of the body field. */
   body: string;
   variables: PathVariable[];
+  /** The HTTP method: a PATCH fills an absent `update_mask` from its JSON body. */
+  httpMethod?: string;
 }
 
 type JsonObject = { [k: string]: JsonValue };
@@ -135,8 +140,9 @@ export function buildRequestMessage(
     }
   }
 
+  let message: Message;
   try {
-    return fromJson(schema, json, { ignoreUnknownFields: false, registry });
+    message = fromJson(schema, json, { ignoreUnknownFields: false, registry });
   } catch (e) {
     // fromJson names the enum type, not the field, for an unknown enum value: find the field.
     const badEnum = findUnknownEnum(schema, json, "");
@@ -145,6 +151,51 @@ export function buildRequestMessage(
     const located = locateJsonError(schema, json, "", registry);
     if (located) throw new InvalidArgumentError(located.reason, located.path);
     throw new InvalidArgumentError((e as Error).message);
+  }
+  const mask = binding.httpMethod === "PATCH" ? updateMaskOf(binding) : undefined;
+  if (mask && keyOf(json, mask.field) === undefined) {
+    const paths: string[] = [];
+    bodyPaths(mask.body, json[mask.bodyField.name] ?? null, "", paths);
+    if (paths.length)
+      reflect(schema, message).set(mask.field, reflect(FieldMaskSchema, create(FieldMaskSchema, { paths })));
+  }
+  return message;
+}
+
+/**
+ * The `update_mask` (google.protobuf.FieldMask) of a request whose body is one message field, as
+ * grpc-gateway fills it for PATCH: its paths are relative to the body message.
+ */
+function updateMaskOf(
+  binding: RequestBinding,
+): { field: DescField; bodyField: DescField; body: DescMessage } | undefined {
+  const field = findField(binding.schema, "update_mask");
+  const bodyField =
+    binding.body === "" || binding.body === "*" ? undefined : findField(binding.schema, binding.body);
+  if (field?.fieldKind !== "message" || field.message.typeName !== "google.protobuf.FieldMask")
+    return undefined;
+  if (bodyField?.fieldKind !== "message") return undefined;
+  return { field, bodyField, body: bodyField.message };
+}
+
+/**
+ * The dotted proto paths of the fields a JSON object gives, as grpc-gateway derives a PATCH's field mask:
+ * a list, map, scalar or well-known type is one path; a nested object gives the paths of its fields. Unlike
+ * grpc-gateway, `null` and an empty object `{}` name nothing: in proto3 JSON they set no value.
+ */
+function bodyPaths(desc: DescMessage, json: JsonValue, prefix: string, out: string[]): void {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return;
+  for (const [key, value] of Object.entries(json)) {
+    const f = findField(desc, key);
+    if (!f || value === null) continue;
+    const path = prefix === "" ? f.name : `${prefix}.${f.name}`;
+    const nested =
+      f.fieldKind === "message" &&
+      !f.message.file.name.startsWith("google/protobuf/") &&
+      typeof value === "object" &&
+      !Array.isArray(value);
+    if (nested) bodyPaths(f.message, value, path, out);
+    else out.push(path);
   }
 }
 
@@ -338,11 +389,20 @@ function convertScalar(f: DescField, s: string, name: string): JsonValue {
   if (kind === "message") {
     const typeName = message?.typeName ?? "";
     if (typeName === "google.protobuf.BoolValue") return parseBool(s, name);
+    if (typeName === "google.protobuf.FieldMask") return camelCasePaths(s);
     if (wktStringTypes.has(typeName)) return s;
     throw new InvalidArgumentError(`${name}: a message cannot be set from the path or query, set its fields`);
   }
   if (scalar === ScalarType.BOOL) return parseBool(s, name);
   return s; // strings, bytes (base64) and numbers (proto3 JSON accepts numbers as strings)
+}
+
+/**
+ * A field mask from a query parameter in the JSON form `fromJson` reads (lowerCamelCase paths), accepting
+ * the snake_case proto names too: `oidc.post_logout_redirect_uris,name` → `oidc.postLogoutRedirectUris,name`.
+ */
+function camelCasePaths(s: string): string {
+  return s.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
 function parseBool(s: string, name: string): boolean {

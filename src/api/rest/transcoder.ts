@@ -265,7 +265,12 @@ function fastifyErrorStatus(err: unknown, req: FastifyRequest): RpcStatusReply {
 
 function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options: RestOptions) {
   const { method, service } = route;
-  const binding: RequestBinding = { schema: method.input, body: route.body, variables: route.variables };
+  const binding: RequestBinding = {
+    schema: method.input,
+    body: route.body,
+    variables: route.variables,
+    httpMethod: route.httpMethod,
+  };
   const defaultStatus = method.name.startsWith("Create") ? 201 : 200;
   const responseField = route.responseBody === "" ? undefined : findField(method.output, route.responseBody);
   const what = `REST ${service.typeName}/${method.name} failed`;

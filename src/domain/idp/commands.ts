@@ -89,7 +89,8 @@ export async function addIdp(
 export interface IdpChange {
   name?: string;
   state?: IdpState;
-  options?: IdpOptions;
+  /** Options to change (merged into the current options). */
+  options?: Partial<IdpOptions>;
   /** Members to change (merged into the current configuration). */
   config?: Partial<IdpConfig>;
   /** A new client secret: `sealed` is stored unless `isCurrent(currentSealed)` says it is the same one. */
@@ -106,6 +107,11 @@ function canonical(value: unknown): unknown {
         .map((key) => [key, canonical((value as Record<string, unknown>)[key])]),
     );
   return value;
+}
+
+/** The members of a change that are given (undefined: not given, the current value stays). */
+function definedOnly<T extends object>(change: Partial<T>): Partial<T> {
+  return Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
 /** Whether two values are equal as JSON, whatever the order of their keys. */
@@ -129,12 +135,12 @@ export async function changeIdp(
     const payload: Record<string, unknown> = {};
     if (change.name !== undefined && change.name !== state.name) payload.name = change.name;
     if (change.state !== undefined && change.state !== state.state) payload.state = change.state;
-    if (change.options !== undefined && !sameJson(change.options, state.options))
-      payload.options = { ...change.options };
+    if (change.options !== undefined) {
+      const merged: IdpOptions = { ...state.options, ...definedOnly(change.options) };
+      if (!sameJson(merged, state.options)) payload.options = merged;
+    }
     if (change.config !== undefined) {
-      const merged: IdpConfig = { ...state.config };
-      for (const [key, value] of Object.entries(change.config))
-        if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
+      const merged: IdpConfig = { ...state.config, ...definedOnly(change.config) };
       if (!sameJson(merged, state.config)) payload.config = merged;
     }
     if (change.clientSecret) {

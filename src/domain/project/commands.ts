@@ -27,7 +27,7 @@ import {
   type RoleChangedPayload,
 } from "./events.ts";
 import { holdProject, type ProjectRow } from "./locks.ts";
-import { sameConfig, usesKeys, usesSecret } from "./oidc.ts";
+import { checkOidcConfig, normalizeOidcConfig, sameConfig, usesKeys, usesSecret } from "./oidc.ts";
 
 interface Command {
   instanceId: string;
@@ -303,12 +303,23 @@ export async function addApp(
 }
 
 /**
- * Renames an app and/or replaces its configuration (of the app's kind: FAILED_PRECONDITION otherwise).
- * A method without a secret removes the secret (`project.app.secret.removed`). Nothing different: no event.
+ * Renames an app and/or changes fields of its configuration (of the app's kind: FAILED_PRECONDITION
+ * otherwise): the fields given replace the current ones, the others are kept, and the configuration that
+ * results is normalized and checked as on creation (INVALID_ARGUMENT naming the field under `field`, e.g.
+ * `app.oidc`). A method without a secret removes the secret (`project.app.secret.removed`). Nothing
+ * different: no event.
  */
 export async function changeApp(
   eventStore: EventStore,
-  cmd: Command & { projectId: string; appId: string; name?: string; oidc?: OidcConfig; api?: ApiConfig },
+  cmd: Command & {
+    projectId: string;
+    appId: string;
+    name?: string;
+    oidc?: Partial<OidcConfig>;
+    api?: Partial<ApiConfig>;
+    /** Path of the configuration in the request, for errors (default `app.oidc`). */
+    field?: string;
+  },
 ): Promise<Version> {
   let app: AppRow | undefined;
   const { version } = await onProject(
@@ -319,14 +330,19 @@ export async function changeApp(
       const events: NewEvent[] = [];
       if (cmd.name !== undefined && cmd.name !== app.name)
         events.push(projectEvent(project, ProjectEvent.appChanged, { app_id: app.id, name: cmd.name }));
-      const config = cmd.oidc ?? cmd.api;
-      if (config) {
+      const change = cmd.oidc ?? cmd.api;
+      if (change) {
         const kind = cmd.oidc ? AppKind.oidc : AppKind.api;
         if (kind !== app.type)
           throw new FailedPreconditionError(
             `the app is an ${app.type === AppKind.oidc ? "OIDC" : "API"} app: its configuration is app.${app.type === AppKind.oidc ? "oidc" : "api"}`,
           );
-        if (!sameConfig(config, configOf(app))) {
+        const current = configOf(app);
+        const config =
+          kind === AppKind.oidc
+            ? patchedOidcConfig(current as OidcConfig, change as Partial<OidcConfig>, cmd.field ?? "app.oidc")
+            : { ...(current as ApiConfig), ...definedOnly(change) };
+        if (!sameConfig(config, current)) {
           events.push(
             projectEvent(
               project,
@@ -343,6 +359,18 @@ export async function changeApp(
     () => versionOf(app!),
   );
   return version;
+}
+
+/** The members of a patch that are given (undefined means "not given", so it keeps the current value). */
+function definedOnly<T extends object>(patch: Partial<T>): Partial<T> {
+  return Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+/** The current OIDC configuration with the patch's members, normalized and checked as a whole. */
+function patchedOidcConfig(current: OidcConfig, patch: Partial<OidcConfig>, field: string): OidcConfig {
+  const config = normalizeOidcConfig({ ...current, ...definedOnly(patch) });
+  checkOidcConfig(config, field);
+  return config;
 }
 
 /** A new client secret for an app whose method uses one; the old one stops working with this event. */

@@ -276,7 +276,20 @@ export function changeUsernameEvent(user: UserAggregate, username: string): NewE
 }
 
 /** `user.changed` with the fields of `change` that differ from the user's; none when nothing differs. */
-export function changeUserEvents(user: UserAggregate, change: UserChangedPayload): NewEvent[] {
+/**
+ * The `user.changed` event of the members of `change` that differ (none: no event). Only the members given
+ * change, with one rule for addresses: a changed e-mail address or phone number is unverified unless the
+ * change says it is verified, and a removed phone is unverified; the same address given again keeps its
+ * verification. Verifying a phone the user does not have is FAILED_PRECONDITION.
+ */
+export function changeUserEvents(user: UserAggregate, given: UserChangedPayload): NewEvent[] {
+  const change = { ...given };
+  if (change.email !== undefined && change.email !== user.email) change.email_verified ??= false;
+  if (change.phone !== undefined && change.phone !== user.phone) change.phone_verified ??= false;
+  if (change.phone === null) change.phone_verified = false;
+  const phone = change.phone === undefined ? user.phone : change.phone;
+  if (change.phone_verified === true && !phone)
+    throw new FailedPreconditionError("the user has no phone number to mark as verified");
   const current: Required<UserChangedPayload> = {
     ...user.profile,
     email: user.email ?? "",

@@ -7,6 +7,7 @@ import {
   assertRejected,
   assertRpcError,
   eventCount,
+  grpcCall,
   type Json,
   type RestReply,
   restClient,
@@ -463,6 +464,27 @@ describe("actions: targets", () => {
       }
     }
     assert.equal((await rest("GET", `${TARGETS}/${body.details.id}`)).status, 200);
+  });
+
+  it("over gRPC (binary protobuf) too, a patch changes only the fields it sets, a false oneof member included", async () => {
+    const { json: body } = await createTarget(valid("binary-patch", { timeout: "5s" }));
+    const id = body.details.id;
+    const target = async () => (await rest("GET", `${TARGETS}/${id}`)).json.target.target;
+    const expected = { ...valid("binary-patch", { timeout: "5s" }), signing_key: body.signing_key };
+    const grpc = (request: Json) =>
+      grpcCall(platform, callers.owner, PlatformActions, "PatchTarget", { id, ...request });
+    await grpc({ target: { timeout: "7s" } });
+    assert.deepEqual(await target(), { ...expected, timeout: "7s" });
+    await grpc({ target: { interrupt_on_error: false } });
+    assert.deepEqual(await target(), { ...expected, timeout: "7s", interrupt_on_error: false });
+    await grpc({ target: { rest_request_response: { url: "https://rr.example" } } });
+    const { rest_webhook: _, ...withoutWebhook } = expected;
+    assert.deepEqual(await target(), {
+      ...withoutWebhook,
+      rest_request_response: { url: "https://rr.example" },
+      timeout: "7s",
+      interrupt_on_error: false,
+    });
   });
 
   it("gRPC gives the same results and errors as REST", async () => {

@@ -9,6 +9,7 @@ import {
   addMachineUser,
   assertRejected,
   eventCount,
+  grpcCall,
   type Json,
   restClient,
   startPlatform,
@@ -491,6 +492,118 @@ describe("apps", () => {
       5,
       "app not found",
     );
+  });
+
+  it("patch changes only the fields present: REST JSON and binary gRPC, lists emptied by [] or update_mask", async () => {
+    const created = await createApp({ name: "Production", oidc: FULL_OIDC });
+    const id = created.details.id;
+    const get = async () => (await rest("GET", `${apps()}/${id}`)).json.app.app;
+    const patch = async (json: unknown, query = "") => {
+      const r = await rest("PATCH", `${apps()}/${id}${query}`, { json });
+      assert.equal(r.status, 200, r.text);
+    };
+    const grpc = (request: Json) =>
+      grpcCall(platform, owner, PlatformApps, "PatchApp", { project_id: projectId, id, ...request });
+
+    // The issue's call: only the redirect URIs change; JWT, role assertions, post-logout URIs ... stay.
+    const redirects = ["https://shop.example.com/new-callback"];
+    await patch({ oidc: { redirect_uris: redirects } });
+    let expected = { ...FULL_OIDC, redirect_uris: redirects };
+    assert.deepEqual(await get(), { name: "Production", oidc: expected });
+
+    // Binary protobuf: a client sets one field (false is present: the patch fields are `optional`).
+    await grpc({ app: { oidc: { access_token_role_assertion: false } } });
+    expected = { ...expected, access_token_role_assertion: false };
+    assert.deepEqual(await get(), { name: "Production", oidc: expected });
+    // The same bytes a client of the create message (OIDCConfig, no `optional`) sends for redirect URIs only.
+    await grpc({ app: { oidc: { redirect_uris: FULL_OIDC.redirect_uris } } });
+    expected = { ...expected, redirect_uris: FULL_OIDC.redirect_uris };
+    assert.deepEqual(await get(), { name: "Production", oidc: expected });
+    // An empty list is absent in binary protobuf: nothing changes ...
+    await grpc({ app: { oidc: { post_logout_redirect_uris: [] } } });
+    assert.deepEqual((await get()).oidc, expected);
+    // ... unless update_mask names it; the mask also limits the change to the fields it names.
+    await grpc({
+      app: { name: "Ignored", oidc: { post_logout_redirect_uris: [] } },
+      update_mask: "oidc.postLogoutRedirectUris",
+    });
+    expected = { ...expected, post_logout_redirect_uris: [] };
+    assert.deepEqual(await get(), { name: "Production", oidc: expected });
+
+    // REST: [] empties a list (update_mask comes from the JSON body), other fields stay.
+    await patch({ oidc: { post_logout_redirect_uris: FULL_OIDC.post_logout_redirect_uris } });
+    await patch({ name: "Renamed", oidc: { post_logout_redirect_uris: [], dev_mode: true } });
+    assert.deepEqual(await get(), { name: "Renamed", oidc: expected });
+    // An explicit update_mask in the query: only what it names, a named field absent from the body emptied.
+    await patch({ name: "Not this", oidc: { dev_mode: false } }, "?update_mask=oidc.clock_skew");
+    expected = { ...expected, clock_skew: "0s" };
+    assert.deepEqual(await get(), { name: "Renamed", oidc: expected });
+    // null and {} give no value in proto3 JSON: they change nothing (and store nothing).
+    const count = await eventCount(platform);
+    await patch({ name: null, oidc: { dev_mode: null, access_token_type: null } });
+    await patch({ oidc: {} });
+    assert.equal(await eventCount(platform), count);
+    // The mask's paths in lowerCamelCase (the JSON form of a FieldMask) work as well.
+    await patch(
+      { oidc: { post_logout_redirect_uris: ["https://shop.example.com/bye"], dev_mode: false } },
+      "?update_mask=oidc.postLogoutRedirectUris",
+    );
+    expected = { ...expected, post_logout_redirect_uris: ["https://shop.example.com/bye"] };
+    assert.deepEqual(await get(), { name: "Renamed", oidc: expected });
+
+    // The configuration that results is checked as a whole: token exchange only needs the response types
+    // emptied as well (the stored [CODE] needs the code flow).
+    await assertRejected(
+      platform,
+      () =>
+        rest("PATCH", `${apps()}/${id}`, {
+          json: { oidc: { grant_types: ["OIDC_GRANT_TYPE_TOKEN_EXCHANGE"] } },
+        }),
+      400,
+      3,
+      "app.oidc.response_types[0]: OIDC_RESPONSE_TYPE_CODE needs the grant type OIDC_GRANT_TYPE_AUTHORIZATION_CODE",
+    );
+    await patch({ oidc: { grant_types: ["OIDC_GRANT_TYPE_TOKEN_EXCHANGE"], response_types: [] } });
+    expected = { ...expected, grant_types: ["OIDC_GRANT_TYPE_TOKEN_EXCHANGE"], response_types: [] };
+    assert.deepEqual((await get()).oidc, expected);
+
+    // update_mask must name fields of the body.
+    await assertRejected(
+      platform,
+      () => rest("PATCH", `${apps()}/${id}?update_mask=oidc.nope`, { json: { name: "x" } }),
+      400,
+      3,
+      'update_mask: "oidc.nope" names no field of app',
+    );
+    await assertRejected(
+      platform,
+      () => rest("PATCH", `${apps()}/${id}?update_mask=*`, { json: { name: "x" } }),
+      400,
+      3,
+      "update_mask: name the fields of app to change",
+    );
+
+    // API apps: the method changes only when given; BASIC (0) is present in binary too.
+    const apiApp = await createApp({
+      name: "API",
+      api: { auth_method: "API_AUTH_METHOD_TYPE_PRIVATE_KEY_JWT" },
+    });
+    const apiId = apiApp.details.id;
+    const apiGet = async () => (await rest("GET", `${apps()}/${apiId}`)).json.app.app;
+    assert.equal(
+      (await rest("PATCH", `${apps()}/${apiId}`, { json: { name: "API 2", api: {} } })).status,
+      200,
+    );
+    assert.deepEqual(await apiGet(), {
+      name: "API 2",
+      api: { auth_method: "API_AUTH_METHOD_TYPE_PRIVATE_KEY_JWT" },
+    });
+    await grpcCall(platform, owner, PlatformApps, "PatchApp", {
+      project_id: projectId,
+      id: apiId,
+      app: { api: { auth_method: "API_AUTH_METHOD_TYPE_BASIC" } },
+    });
+    assert.deepEqual(await apiGet(), { name: "API 2", api: { auth_method: "API_AUTH_METHOD_TYPE_BASIC" } });
   });
 
   it("keys for private_key_jwt: generated key file, own public key, list, delete; the lookup has them", async () => {

@@ -15,7 +15,7 @@ import {
 } from "../../domain/project/commands.ts";
 import { type ApiConfig, AppKind, type OidcConfig, PROJECT } from "../../domain/project/events.ts";
 import { checkOidcConfig, normalizeOidcConfig, usesKeys } from "../../domain/project/oidc.ts";
-import { FailedPreconditionError, NotFoundError } from "../../errors.ts";
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import {
   APIConfigSchema,
   AppFieldName,
@@ -27,6 +27,8 @@ import {
   GetAppSchema,
   type OIDCConfig,
   OIDCConfigSchema,
+  PatchAppSchema,
+  type PatchOIDCConfig,
   PlatformApps,
 } from "../../gen/platform/resources/app/v3alpha/app_service_pb.ts";
 import { newId } from "../../id.ts";
@@ -34,6 +36,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
 import { nonBlank } from "../organizations/organizations.ts";
+import { type PatchFields, patchFields } from "../patch.ts";
 import { orgOwner, projectCall, toDate } from "../projects/access.ts";
 
 const NANOS_PER_SECOND = 1_000_000_000;
@@ -70,6 +73,30 @@ function oidcConfigFrom(c: OIDCConfig, field: string): OidcConfig {
   });
   checkOidcConfig(config, field);
   return config;
+}
+
+/**
+ * The members of an OIDC configuration a patch changes (patchFields' rule): the value given, or the empty
+ * value of a member named in `update_mask` but absent; undefined for the members that stay.
+ */
+function oidcPatchFrom(c: PatchOIDCConfig | undefined, fields: PatchFields): Partial<OidcConfig> {
+  const has = (name: string) => fields.has(`oidc.${name}`);
+  const patch: Partial<OidcConfig> = {};
+  if (has("redirect_uris")) patch.redirect_uris = c?.redirectUris ?? [];
+  if (has("post_logout_redirect_uris")) patch.post_logout_redirect_uris = c?.postLogoutRedirectUris ?? [];
+  if (has("response_types")) patch.response_types = c?.responseTypes ?? [];
+  if (has("grant_types")) patch.grant_types = c?.grantTypes ?? [];
+  if (has("app_type")) patch.app_type = c?.appType ?? 0;
+  if (has("auth_method")) patch.auth_method = c?.authMethod ?? 0;
+  if (has("access_token_type")) patch.access_token_type = c?.accessTokenType ?? 0;
+  if (has("access_token_role_assertion"))
+    patch.access_token_role_assertion = c?.accessTokenRoleAssertion ?? false;
+  if (has("id_token_role_assertion")) patch.id_token_role_assertion = c?.idTokenRoleAssertion ?? false;
+  if (has("id_token_userinfo_assertion"))
+    patch.id_token_userinfo_assertion = c?.idTokenUserinfoAssertion ?? false;
+  if (has("dev_mode")) patch.dev_mode = c?.devMode ?? false;
+  if (has("clock_skew")) patch.clock_skew_ns = durationNs(c?.clockSkew);
+  return patch;
 }
 
 function toOidcConfig(c: OidcConfig): OIDCConfig {
@@ -206,15 +233,25 @@ export function appsService(deps: ServiceDeps) {
     },
 
     async patchApp(req, ctx) {
+      const fields = patchFields(PatchAppSchema, req.app, req.updateMask, "app");
       const call = await appCall(ctx, req.projectId, req.id, "project.app.write");
       const input = req.app;
+      const oidc = fields.touches("oidc");
+      const api = fields.touches("api");
+      if (oidc && api) throw new InvalidArgumentError("give either oidc or api, not both", "update_mask");
       const config = input?.config;
       const version = await changeApp(deps.eventStore, {
         ...command(call, req.projectId),
         appId: req.id,
-        name: input?.name === undefined ? undefined : nonBlank(input.name, "app.name"),
-        oidc: config?.case === "oidc" ? oidcConfigFrom(config.value, "app.oidc") : undefined,
-        api: config?.case === "api" ? { auth_method: config.value.authMethod } : undefined,
+        name: fields.has("name") ? nonBlank(input?.name ?? "", "app.name") : undefined,
+        oidc: oidc ? oidcPatchFrom(config?.case === "oidc" ? config.value : undefined, fields) : undefined,
+        api: api
+          ? {
+              auth_method: fields.has("api.auth_method")
+                ? ((config?.case === "api" ? config.value.authMethod : undefined) ?? 0)
+                : undefined,
+            }
+          : undefined,
       });
       return { details: resourceDetails({ id: req.id, ...version, owner: orgOwner(call.project.org_id) }) };
     },

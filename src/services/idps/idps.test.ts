@@ -6,6 +6,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
   assertRejected,
   eventCount,
+  grpcCall,
   type Json,
   type RestReply,
   restClient,
@@ -563,6 +564,68 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
         assert.equal(same.json.details.sequence, "3");
       }
       assert.equal(await eventCount(platform), before);
+    }
+  });
+
+  it("patch changes options one by one and empties scopes only when asked: REST JSON and binary gRPC", async () => {
+    const grpcMethod: Record<IdpTypePath, string> = {
+      codehost_b: "PatchCodehostBIDP",
+      codehost_b_self_hosted: "PatchCodehostBSelfHostedIDP",
+      oidc: "PatchOIDCIDP",
+      oauth: "PatchOAuthIDP",
+    };
+    const all = {
+      is_manual_linking_allowed: true,
+      is_manual_creation_allowed: true,
+      is_auto_creation: true,
+      is_auto_update: true,
+      auto_linking: "AUTO_LINKING_OPTION_EMAIL",
+    };
+    for (const type of TYPE_PATHS) {
+      const id = await created(type, `Options ${type}`, "", { options: all });
+      const path = `${IDPS}/${type}/${id}`;
+      const get = async () => (await rest("GET", path)).json.idp.idp;
+      const grpc = (request: Json) =>
+        grpcCall(platform, s.owner, PlatformIdentityProviders, grpcMethod[type], { id, ...request });
+      const config = readConfig(validConfig(type));
+      let expected = {
+        idp: { name: `Options ${type}`, state_policy: "STATE_POLICY_ACTIVATE", options: all },
+        config,
+      };
+
+      // REST: one option changes, the other four stay.
+      const one = await rest("PATCH", path, { json: { idp: { options: { is_auto_creation: false } } } });
+      assert.equal(one.status, 200, one.text);
+      expected = { ...expected, idp: { ...expected.idp, options: { ...all, is_auto_creation: false } } };
+      assert.deepEqual(await get(), expected);
+      // gRPC: false is sent (PatchOptions' fields are optional), the others stay.
+      await grpc({ idp: { idp: { options: { is_auto_update: false } } } });
+      expected = {
+        ...expected,
+        idp: { ...expected.idp, options: { ...expected.idp.options, is_auto_update: false } },
+      };
+      assert.deepEqual(await get(), expected);
+
+      // Scopes: an empty list over gRPC is absent (nothing changes) unless update_mask names it.
+      await grpc({ idp: { config: { scopes: [] } } });
+      assert.deepEqual(await get(), expected);
+      await grpc({ idp: { config: { scopes: [], client_id: "not-named" } }, update_mask: "config.scopes" });
+      expected = { ...expected, config: { ...config, scopes: [] } };
+      assert.deepEqual(await get(), expected);
+      // REST: a list replaces, [] empties (the provider's default scopes apply again).
+      const scopes = await rest("PATCH", path, { json: { config: { scopes: ["openid", "groups"] } } });
+      assert.equal(scopes.status, 200, scopes.text);
+      assert.deepEqual((await get()).config.scopes, ["openid", "groups"]);
+      const emptied = await rest("PATCH", path, { json: { config: { scopes: [] } } });
+      assert.equal(emptied.status, 200, emptied.text);
+      assert.deepEqual(await get(), expected);
+      // A client secret named in update_mask but not given is refused, not emptied.
+      await rejects(
+        () => rest("PATCH", `${path}?update_mask=config.client_secret`, { json: {} }),
+        400,
+        3,
+        "idp.config.client_secret: must not be empty",
+      );
     }
   });
 

@@ -1,4 +1,5 @@
 import { create, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import type { FieldMask } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import { type ApiService, apiService } from "../../api/register.ts";
 import type { ResolvedContext } from "../../auth/caller.ts";
@@ -34,7 +35,12 @@ import {
   OIDCConfigSchema,
   type Options,
   OptionsSchema,
+  PatchCodehostBIDPSchema,
+  PatchCodehostBSelfHostedIDPSchema,
   type PatchIDP,
+  PatchOAuthIDPSchema,
+  PatchOIDCIDPSchema,
+  type PatchOptions,
 } from "../../gen/platform/resources/idp/v3alpha/idp_pb.ts";
 import { PlatformIdentityProviders } from "../../gen/platform/resources/idp/v3alpha/idp_service_pb.ts";
 import { newId } from "../../id.ts";
@@ -44,6 +50,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authenticate, authorize, type Call, toSelector } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { type PatchFields, patchFields } from "../patch.ts";
 
 const FLAG = "multitenancy_resources_api" as const;
 const INSTANCE_OWNER = 2;
@@ -104,12 +111,18 @@ interface TypeSpec {
   type: IdpType;
   /** Create: the configuration (validated) and the client secret. */
   fromCreate(config: Record<string, unknown>, prefix: string): { config: IdpConfig; secret: string };
-  /** Patch: the members present and the new client secret, if any. */
-  fromPatch(config: Record<string, unknown>, prefix: string): { config: Partial<IdpConfig>; secret?: string };
+  /** Patch: the members that change (`has`, patchFields' rule) and the new client secret, if any. */
+  fromPatch(
+    config: Record<string, unknown>,
+    has: (member: string) => boolean,
+    prefix: string,
+  ): { config: Partial<IdpConfig>; secret?: string };
   /** Read: the configuration message (without the client secret). */
   toConfig(config: IdpConfig): unknown;
   configSchema: DescMessage;
   getSchema: DescMessage;
+  /** The patch body's message (`Patch<Type>IDP`). */
+  patchSchema: DescMessage;
 }
 
 type Input = Record<string, unknown> & { clientSecret?: string; clientId?: string; scopes?: string[] };
@@ -123,16 +136,17 @@ const specs = {
       config: { client_id: nonBlank(c.clientId!, `${prefix}.client_id`), scopes: c.scopes ?? [] },
       secret: c.clientSecret!,
     }),
-    fromPatch: (c: Input, prefix: string) => ({
+    fromPatch: (c: Input, has: (member: string) => boolean, prefix: string) => ({
       config: {
-        client_id: c.clientId === undefined ? undefined : nonBlank(c.clientId, `${prefix}.client_id`),
-        scopes: c.scopes?.length ? c.scopes : undefined,
+        client_id: has("client_id") ? nonBlank(c.clientId ?? "", `${prefix}.client_id`) : undefined,
+        scopes: has("scopes") ? (c.scopes ?? []) : undefined,
       },
-      secret: c.clientSecret,
+      secret: has("client_secret") ? secretOf(c.clientSecret, `${prefix}.client_secret`) : undefined,
     }),
     toConfig: (c: IdpConfig) => ({ clientId: c.client_id, scopes: c.scopes }),
     configSchema: CodehostBConfigSchema,
     getSchema: GetCodehostBIDPSchema,
+    patchSchema: PatchCodehostBIDPSchema,
   },
   codehostBSelfHosted: {
     type: IdpType.codehostBSelfHosted,
@@ -144,17 +158,18 @@ const specs = {
       },
       secret: c.clientSecret!,
     }),
-    fromPatch: (c: Input, prefix: string) => ({
+    fromPatch: (c: Input, has: (member: string) => boolean, prefix: string) => ({
       config: {
-        issuer: c.issuer === undefined ? undefined : httpUrl(str(c.issuer)!, `${prefix}.issuer`),
-        client_id: c.clientId === undefined ? undefined : nonBlank(c.clientId, `${prefix}.client_id`),
-        scopes: c.scopes?.length ? c.scopes : undefined,
+        issuer: has("issuer") ? httpUrl(str(c.issuer) ?? "", `${prefix}.issuer`) : undefined,
+        client_id: has("client_id") ? nonBlank(c.clientId ?? "", `${prefix}.client_id`) : undefined,
+        scopes: has("scopes") ? (c.scopes ?? []) : undefined,
       },
-      secret: c.clientSecret,
+      secret: has("client_secret") ? secretOf(c.clientSecret, `${prefix}.client_secret`) : undefined,
     }),
     toConfig: (c: IdpConfig) => ({ issuer: c.issuer, clientId: c.client_id, scopes: c.scopes }),
     configSchema: CodehostBSelfHostedConfigSchema,
     getSchema: GetCodehostBSelfHostedIDPSchema,
+    patchSchema: PatchCodehostBSelfHostedIDPSchema,
   },
   oidc: {
     type: IdpType.oidc,
@@ -167,14 +182,14 @@ const specs = {
       },
       secret: c.clientSecret!,
     }),
-    fromPatch: (c: Input, prefix: string) => ({
+    fromPatch: (c: Input, has: (member: string) => boolean, prefix: string) => ({
       config: {
-        issuer: c.issuer === undefined ? undefined : httpUrl(str(c.issuer)!, `${prefix}.issuer`),
-        client_id: c.clientId === undefined ? undefined : nonBlank(c.clientId, `${prefix}.client_id`),
-        scopes: c.scopes?.length ? c.scopes : undefined,
-        is_id_token_mapping: c.isIdTokenMapping as boolean | undefined,
+        issuer: has("issuer") ? httpUrl(str(c.issuer) ?? "", `${prefix}.issuer`) : undefined,
+        client_id: has("client_id") ? nonBlank(c.clientId ?? "", `${prefix}.client_id`) : undefined,
+        scopes: has("scopes") ? (c.scopes ?? []) : undefined,
+        is_id_token_mapping: has("is_id_token_mapping") ? c.isIdTokenMapping === true : undefined,
       },
-      secret: c.clientSecret,
+      secret: has("client_secret") ? secretOf(c.clientSecret, `${prefix}.client_secret`) : undefined,
     }),
     toConfig: (c: IdpConfig) => ({
       issuer: c.issuer,
@@ -184,6 +199,7 @@ const specs = {
     }),
     configSchema: OIDCConfigSchema,
     getSchema: GetOIDCIDPSchema,
+    patchSchema: PatchOIDCIDPSchema,
   },
   oauth: {
     type: IdpType.oauth,
@@ -198,24 +214,24 @@ const specs = {
       },
       secret: c.clientSecret!,
     }),
-    fromPatch: (c: Input, prefix: string) => ({
+    fromPatch: (c: Input, has: (member: string) => boolean, prefix: string) => ({
       config: {
-        authorization_endpoint:
-          c.authorizationEndpoint === undefined
-            ? undefined
-            : httpUrl(str(c.authorizationEndpoint)!, `${prefix}.authorization_endpoint`),
-        token_endpoint:
-          c.tokenEndpoint === undefined
-            ? undefined
-            : httpUrl(str(c.tokenEndpoint)!, `${prefix}.token_endpoint`),
-        user_endpoint:
-          c.userEndpoint === undefined ? undefined : httpUrl(str(c.userEndpoint)!, `${prefix}.user_endpoint`),
-        client_id: c.clientId === undefined ? undefined : nonBlank(c.clientId, `${prefix}.client_id`),
-        scopes: c.scopes?.length ? c.scopes : undefined,
-        id_attribute:
-          c.idAttribute === undefined ? undefined : nonBlank(str(c.idAttribute)!, `${prefix}.id_attribute`),
+        authorization_endpoint: has("authorization_endpoint")
+          ? httpUrl(str(c.authorizationEndpoint) ?? "", `${prefix}.authorization_endpoint`)
+          : undefined,
+        token_endpoint: has("token_endpoint")
+          ? httpUrl(str(c.tokenEndpoint) ?? "", `${prefix}.token_endpoint`)
+          : undefined,
+        user_endpoint: has("user_endpoint")
+          ? httpUrl(str(c.userEndpoint) ?? "", `${prefix}.user_endpoint`)
+          : undefined,
+        client_id: has("client_id") ? nonBlank(c.clientId ?? "", `${prefix}.client_id`) : undefined,
+        scopes: has("scopes") ? (c.scopes ?? []) : undefined,
+        id_attribute: has("id_attribute")
+          ? nonBlank(str(c.idAttribute) ?? "", `${prefix}.id_attribute`)
+          : undefined,
       },
-      secret: c.clientSecret,
+      secret: has("client_secret") ? secretOf(c.clientSecret, `${prefix}.client_secret`) : undefined,
     }),
     toConfig: (c: IdpConfig) => ({
       authorizationEndpoint: c.authorization_endpoint,
@@ -227,17 +243,27 @@ const specs = {
     }),
     configSchema: OAuthConfigSchema,
     getSchema: GetOAuthIDPSchema,
+    patchSchema: PatchOAuthIDPSchema,
   },
 } satisfies Record<string, TypeSpec>;
 
-/** Whether a patch's configuration message sets any member. */
-function hasConfigChange(config: Input | undefined): boolean {
-  if (!config) return false;
-  for (const [key, value] of Object.entries(config)) {
-    if (key === "$typeName" || key === "$unknown") continue;
-    if (Array.isArray(value) ? value.length > 0 : value !== undefined) return true;
-  }
-  return false;
+/** A new client secret given in a patch (also when named in `update_mask` but absent: then refused). */
+function secretOf(secret: string | undefined, field: string): string {
+  if (!secret) throw new InvalidArgumentError("must not be empty", field);
+  return secret;
+}
+
+/** The options a patch changes (patchFields' rule); the others keep their values. */
+function optionsPatchOf(o: PatchOptions | undefined, fields: PatchFields): Partial<IdpOptions> {
+  const has = (name: string) => fields.has(`idp.options.${name}`);
+  const patch: Partial<IdpOptions> = {};
+  if (has("is_manual_linking_allowed")) patch.is_manual_linking_allowed = o?.isManualLinkingAllowed ?? false;
+  if (has("is_manual_creation_allowed"))
+    patch.is_manual_creation_allowed = o?.isManualCreationAllowed ?? false;
+  if (has("is_auto_creation")) patch.is_auto_creation = o?.isAutoCreation ?? false;
+  if (has("is_auto_update")) patch.is_auto_update = o?.isAutoUpdate ?? false;
+  if (has("auto_linking")) patch.auto_linking = (o?.autoLinking ?? 0) as AutoLinking;
+  return patch;
 }
 
 // ---- output ----
@@ -362,6 +388,7 @@ type PatchRequest = {
   ctx?: Parameters<typeof toSelector>[0];
   id: string;
   idp?: { idp?: PatchIDP; config?: unknown };
+  updateMask?: FieldMask;
 };
 
 function typedRpcs(deps: ServiceDeps, spec: TypeSpec) {
@@ -405,20 +432,18 @@ function typedRpcs(deps: ServiceDeps, spec: TypeSpec) {
     },
 
     async patch(req: PatchRequest, ctx: HandlerContext) {
+      const fields = patchFields(spec.patchSchema, req.idp as never, req.updateMask, "idp");
       const c = await idpCall(deps, ctx, req.ctx, req.id, "idp.write", spec.type);
       const pushCtx = { instanceId: c.instanceId, creator: c.creator };
       const patch = req.idp;
       const owner = ownerOf(c.owner);
+      const statePolicy = fields.has("idp.state_policy") ? (patch?.idp?.statePolicy ?? 0) : undefined;
       if (c.relation === "child") {
-        if (
-          patch?.idp?.name !== undefined ||
-          patch?.idp?.options !== undefined ||
-          hasConfigChange(patch?.config as Input | undefined)
-        )
+        if (fields.touches("idp.name") || fields.touches("idp.options") || fields.touches("config"))
           throw new FailedPreconditionError(
             "configuration is read-only in this context: only idp.idp.state_policy may be changed here",
           );
-        const policy = patch?.idp?.statePolicy;
+        const policy = statePolicy;
         if (policy === undefined) {
           const row = await readInView(deps, c, req.id);
           return {
@@ -445,18 +470,19 @@ function typedRpcs(deps: ServiceDeps, spec: TypeSpec) {
         );
         return { details: resourceDetails({ ...version, owner }) };
       }
-      const config = patch?.config
-        ? spec.fromPatch(patch.config as Input, "idp.config")
+      const config = fields.touches("config")
+        ? spec.fromPatch(
+            (patch?.config ?? {}) as Input,
+            (member) => fields.has(`config.${member}`),
+            "idp.config",
+          )
         : { config: undefined, secret: undefined };
       const secret = config.secret;
       const secretContext = idpSecretContext(c.instanceId, req.id);
       const version = await changeIdp(deps.eventStore, pushCtx, req.id, spec.type, {
-        name: patch?.idp?.name === undefined ? undefined : nonBlank(patch.idp.name, "idp.idp.name"),
-        state:
-          patch?.idp?.statePolicy === undefined
-            ? undefined
-            : ownerPatchState(patch.idp.statePolicy, "idp.idp.state_policy"),
-        options: patch?.idp?.options ? optionsOf(patch.idp.options) : undefined,
+        name: fields.has("idp.name") ? nonBlank(patch?.idp?.name ?? "", "idp.idp.name") : undefined,
+        state: statePolicy === undefined ? undefined : ownerPatchState(statePolicy, "idp.idp.state_policy"),
+        options: fields.touches("idp.options") ? optionsPatchOf(patch?.idp?.options, fields) : undefined,
         config: config.config,
         clientSecret:
           secret === undefined

@@ -4,12 +4,15 @@ import { exportSPKI, generateKeyPair, SignJWT } from "jose";
 import {
   addMachineUser,
   eventCount,
+  grpcCall,
   type Json,
   jsonOrRaw,
   restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
+
+import { PlatformInstances } from "../../gen/platform/resources/instance/v3alpha/instance_service_pb.ts";
 
 const INSTANCES = "/resources/v3alpha/instances";
 
@@ -303,6 +306,34 @@ describe("instances API", () => {
       ).status,
       404,
     );
+  });
+
+  it("a patch of the name keeps domains, default organization and limits (REST and gRPC)", async () => {
+    const created = await rest("POST", INSTANCES, {
+      json: newInstance("presence-a.localhost", {
+        domains: ["presence-a.localhost", "presence-b.localhost"],
+      }),
+    });
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.details.id as string;
+    const limited = await rest("POST", `${INSTANCES}/${id}/_limit`, {
+      json: { audit_log_retention: "3600s" },
+    });
+    assert.equal(limited.status, 200, limited.text);
+    const read = async () => ({
+      ...(await rest("GET", `${INSTANCES}/${id}`)).json.instance,
+      details: undefined,
+    });
+    const initial = await read();
+    assert.equal((await rest("PATCH", `${INSTANCES}/${id}`, { json: { name: "Presence" } })).status, 200);
+    assert.deepEqual(await read(), { ...initial, name: "Presence" });
+    await grpcCall(platform, system, PlatformInstances, "PatchInstance", {
+      id,
+      instance: { name: "Presence 2" },
+    });
+    assert.deepEqual(await read(), { ...initial, name: "Presence 2" });
+    await grpcCall(platform, system, PlatformInstances, "PatchInstance", { id, instance: {} });
+    assert.deepEqual(await read(), { ...initial, name: "Presence 2" });
   });
 
   it("patches, searches (limit 1000, default page and order) and deletes instances", async () => {

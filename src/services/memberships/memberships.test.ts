@@ -6,6 +6,7 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  grpcCall,
   type Json,
   restClient,
   startPlatform,
@@ -108,6 +109,46 @@ describe("memberships", () => {
       json: { user_id: userId, roles: ["ORG_OWNER"] },
     });
     assert.equal(again.status, 201, again.text);
+  });
+
+  it("patch replaces the roles only when given; user and context stay (REST and gRPC)", async () => {
+    const { userId } = await member("presence", orgB);
+    const created = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
+      json: { user_id: userId, roles: ["ORG_USER_MANAGER", "ORG_PROJECT_CREATOR"] },
+    });
+    const id = created.json.details.id;
+    /** The membership without its details (its sequence changes with every patch). */
+    const read = async () => ({
+      ...(await rest("GET", `${MEMBERSHIPS}/${id}`)).json.membership,
+      details: undefined,
+    });
+    const initial = await read();
+    assert.equal(
+      (await rest("PATCH", `${MEMBERSHIPS}/${id}`, { json: { roles: ["ORG_OWNER_VIEWER"] } })).status,
+      200,
+    );
+    assert.deepEqual(await read(), { ...initial, roles: ["ORG_OWNER_VIEWER"] });
+    const grpc = (request: Json) =>
+      grpcCall(platform, owner, PlatformMemberships, "PatchMembership", { id, ...request });
+    await grpc({ membership: { roles: [] } });
+    assert.deepEqual(
+      await read(),
+      { ...initial, roles: ["ORG_OWNER_VIEWER"] },
+      "an empty list is absent in binary",
+    );
+    await grpc({ membership: { roles: ["ORG_OWNER"] } });
+    assert.deepEqual(await read(), { ...initial, roles: ["ORG_OWNER"] });
+    const emptied = "membership.roles: must not be empty; delete the membership to take all its roles away";
+    const count = await eventCount(platform);
+    const reply = await rest("PATCH", `${MEMBERSHIPS}/${id}`, { json: { roles: [] } });
+    assert.equal(reply.status, 400, reply.text);
+    assert.equal(reply.json.message, emptied);
+    await assert.rejects(
+      grpc({ update_mask: "roles" }),
+      (e) => e instanceof ConnectError && e.code === Code.InvalidArgument && e.rawMessage === emptied,
+    );
+    assert.equal(await eventCount(platform), count);
+    assert.deepEqual(await read(), { ...initial, roles: ["ORG_OWNER"] });
   });
 
   it("a second membership of the same user in the same context is 409 ALREADY_EXISTS", async () => {

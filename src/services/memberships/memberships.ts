@@ -22,6 +22,7 @@ import {
   MembershipFieldName,
   MembershipSchema,
   type MembershipSearchFilter,
+  PatchMembershipSchema,
   PlatformMemberships,
 } from "../../gen/platform/resources/membership/v3alpha/membership_service_pb.ts";
 import { newId } from "../../id.ts";
@@ -30,6 +31,7 @@ import type { Queryable } from "../../storage/database.ts";
 import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { nonEmptyList, patchFields } from "../patch.ts";
 
 interface MembershipRow {
   id: string;
@@ -282,12 +284,20 @@ export function membershipsService(deps: ServiceDeps) {
     },
 
     async patchMembership(req, ctx) {
+      const fields = patchFields(PatchMembershipSchema, req.membership, req.updateMask, "membership");
+      const given = nonEmptyList(
+        fields,
+        "roles",
+        req.membership?.roles,
+        "membership.roles",
+        "delete the membership to take all its roles away",
+      );
       const { instanceId, caller, creator, row, context } = await membershipCall(
         ctx,
         req.id,
         "membership.write",
       );
-      const roles = req.membership?.roles ?? [];
+      const roles = given ?? [];
       if (roles.length > 0) checkRoles(roles, context.type, "membership.roles");
       await deps.authorizer.requireAccountControl(caller, instanceId, row.user_id, { context, roles });
       let before: MembershipAggregate | undefined;

@@ -5,6 +5,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
   addMachineUser,
   eventCount,
+  grpcCall,
   type Json,
   jsonOrRaw,
   restClient,
@@ -123,6 +124,24 @@ describe("organizations API", () => {
     const created = await client.createOrganization({ organization: { name: "Grpc Org" } }, { headers });
     const got = await client.getOrganization({ id: created.details!.id }, { headers });
     assert.equal(got.organization?.organization?.name, "Grpc Org");
+  });
+
+  it("a patch of the name keeps the state, primary domain and default flag (REST and gRPC)", async () => {
+    const id = await createOrg("Presence Org");
+    const read = async () => ({
+      ...(await rest("GET", `${ORGS}/${id}`)).json.organization,
+      details: undefined,
+    });
+    const initial = await read();
+    assert.equal((await rest("PATCH", `${ORGS}/${id}`, { json: { name: "Presence Org 2" } })).status, 200);
+    assert.deepEqual(await read(), { ...initial, organization: { name: "Presence Org 2" } });
+    await grpcCall(platform, owner, PlatformOrganizations, "PatchOrganization", {
+      id,
+      organization: { name: "Presence Org 3" },
+    });
+    assert.deepEqual(await read(), { ...initial, organization: { name: "Presence Org 3" } });
+    await grpcCall(platform, owner, PlatformOrganizations, "PatchOrganization", { id, organization: {} });
+    assert.deepEqual(await read(), { ...initial, organization: { name: "Presence Org 3" } });
   });
 
   it("a patch without changes succeeds and stores no event", async () => {

@@ -12,6 +12,7 @@ import { InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import {
   type GetProjectGrant,
   GetProjectGrantSchema,
+  PatchProjectGrantSchema,
   type PlatformProjects,
   ProjectGrantFieldName,
   ProjectGrantSchema,
@@ -21,6 +22,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import { authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { nonEmptyList, patchFields } from "../patch.ts";
 import { orgOwner, projectCall, restrictToReadable, toDate } from "./access.ts";
 
 interface GrantRow {
@@ -132,13 +134,21 @@ export function grantRpcs(deps: ServiceDeps): Partial<ServiceImpl<typeof Platfor
     },
 
     async patchProjectGrant(req, ctx) {
+      const fields = patchFields(PatchProjectGrantSchema, req.grant, req.updateMask, "grant");
+      const roleKeys = nonEmptyList(
+        fields,
+        "role_keys",
+        req.grant?.roleKeys,
+        "grant.role_keys",
+        "delete the project grant to take all its roles away",
+      );
       const call = await grantCall(ctx, req.projectId, req.id, "project.grant.write");
       const version = await changeProjectGrant(deps.eventStore, {
         instanceId: call.instanceId,
         creator: call.creator,
         projectId: req.projectId,
         grantId: req.id,
-        roleKeys: req.grant?.roleKeys ?? [],
+        roleKeys: roleKeys ?? [],
         field: "grant.role_keys",
       });
       return { details: details(call.row, version) };

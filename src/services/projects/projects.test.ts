@@ -1,16 +1,20 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { Code, ConnectError } from "@connectrpc/connect";
 import {
   addMachineUser,
   addOrg,
   assertRejected,
   assertRpcError,
   eventCount,
+  expectNothingStored,
+  grpcCall,
   type Json,
   restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
+import { PlatformProjects } from "../../gen/platform/resources/project/v3alpha/project_service_pb.ts";
 import { newId } from "../../id.ts";
 import { appByClientId } from "../../query/apps.ts";
 import { userGrantsOf } from "../../query/user_grants.ts";
@@ -449,6 +453,94 @@ describe("projects, roles and project grants", () => {
     const deleted = await rest("DELETE", `${PROJECTS}/${projectId}/grants/${grantId}`);
     assert.equal(deleted.status, 200, deleted.text);
     assert.equal((await rest("GET", `${PROJECTS}/${projectId}/grants/${grantId}`)).status, 404);
+  });
+
+  it("patches change only the fields present (REST JSON and binary gRPC): project, role, project grant", async () => {
+    const grpc = (method: string, request: Json) =>
+      grpcCall(platform, owner, PlatformProjects, method, request);
+    const rejectedOverGrpc = (call: Promise<unknown>, message: string) =>
+      assert.rejects(
+        call,
+        (e) => e instanceof ConnectError && e.code === Code.InvalidArgument && e.rawMessage === message,
+      );
+
+    // Project: each flag and the name alone.
+    const created = await rest("POST", PROJECTS, {
+      json: { name: "Presence", project_role_assertion: true, project_role_check: true },
+    });
+    const id = created.json.details.id;
+    const project = async () => (await rest("GET", `${PROJECTS}/${id}`)).json.project.project;
+    assert.equal(
+      (await rest("PATCH", `${PROJECTS}/${id}`, { json: { project_role_check: false } })).status,
+      200,
+    );
+    assert.deepEqual(await project(), {
+      name: "Presence",
+      project_role_assertion: true,
+      project_role_check: false,
+    });
+    await grpc("PatchProject", { id, project: { project_role_assertion: false } });
+    assert.deepEqual(await project(), {
+      name: "Presence",
+      project_role_assertion: false,
+      project_role_check: false,
+    });
+    await grpc("PatchProject", { id, project: { name: "Presence 2" } });
+    assert.deepEqual(await project(), {
+      name: "Presence 2",
+      project_role_assertion: false,
+      project_role_check: false,
+    });
+
+    // Role: the display name alone keeps the group; the group alone (emptied) keeps the display name.
+    await addRole(id, "editor", { display_name: "Editor", group: "content" });
+    await addRole(id, "reader");
+    const role = async () => (await rest("GET", `${PROJECTS}/${id}/roles/editor`)).json.role.role;
+    const roleBefore = await role();
+    assert.equal(
+      (await rest("PATCH", `${PROJECTS}/${id}/roles/editor`, { json: { display_name: "Editors" } })).status,
+      200,
+    );
+    assert.deepEqual(await role(), { ...roleBefore, display_name: "Editors" });
+    await grpc("PatchProjectRole", { project_id: id, key: "editor", role: { group: "" } });
+    assert.deepEqual(await role(), { ...roleBefore, display_name: "Editors", group: "" });
+
+    // Project grant: its roles replace, its state and organization stay; an empty list is never stored.
+    const partner = await addOrg(platform, "Presence partner");
+    const grant = await rest("POST", `${PROJECTS}/${id}/grants`, {
+      json: { granted_org_id: partner, role_keys: ["editor", "reader"] },
+    });
+    const grantId = grant.json.details.id;
+    const grantPath = `${PROJECTS}/${id}/grants/${grantId}`;
+    assert.equal((await rest("POST", `${grantPath}/_deactivate`)).status, 200);
+    const read = async () => {
+      const g = (await rest("GET", grantPath)).json.grant;
+      return { ...g.grant, state: g.state };
+    };
+    assert.equal((await rest("PATCH", grantPath, { json: { role_keys: ["reader"] } })).status, 200);
+    const narrowed = {
+      granted_org_id: partner,
+      role_keys: ["reader"],
+      state: "PROJECT_GRANT_STATE_INACTIVE",
+    };
+    assert.deepEqual(await read(), narrowed);
+    await grpc("PatchProjectGrant", { project_id: id, id: grantId, grant: { role_keys: [] } });
+    assert.deepEqual(await read(), narrowed, "an empty list is absent in binary protobuf");
+    await assertRejected(
+      platform,
+      () => rest("PATCH", grantPath, { json: { role_keys: [] } }),
+      400,
+      3,
+      "grant.role_keys: must not be empty; delete the project grant to take all its roles away",
+    );
+    await expectNothingStored(platform, () =>
+      rejectedOverGrpc(
+        grpc("PatchProjectGrant", { project_id: id, id: grantId, grant: {}, update_mask: "roleKeys" }),
+        "grant.role_keys: must not be empty; delete the project grant to take all its roles away",
+      ),
+    );
+    await grpc("PatchProjectGrant", { project_id: id, id: grantId, grant: { role_keys: ["editor"] } });
+    assert.deepEqual(await read(), { ...narrowed, role_keys: ["editor"] });
   });
 
   it("removing a role removes it from every project grant and user grant, with events on each", async () => {

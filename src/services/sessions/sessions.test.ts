@@ -7,6 +7,7 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  grpcCall,
   type Json,
   type RestReply,
   restClient,
@@ -278,6 +279,38 @@ describe("sessions", () => {
       (e) => e instanceof ConnectError && e.code === Code.PermissionDenied,
     );
     await client.deleteSession({ id: created.details!.id, sessionToken: created.sessionToken }, { headers });
+  });
+
+  it("a patch adds the checks it gives and keeps the session's other factors (REST and gRPC)", async () => {
+    const created = await createSession({ user: { login_name: "admin" } });
+    const id = created.json.details.id;
+    const token = created.json.session_token;
+    const read = async () => (await rest("GET", `${BASE}/${id}`, { token: owner })).json.session.session;
+    const initial = await read();
+    await grpcCall(platform, owner, PlatformSessions, "PatchSession", {
+      id,
+      session: { session_token: token, checks: { password: { password: ADMIN_PASSWORD } } },
+    });
+    const withPassword = await read();
+    assert.deepEqual(withPassword.factors.user, initial.factors.user, "the user check stays as it was");
+    assert.ok(withPassword.factors.password.verified_at);
+    assert.deepEqual(
+      { ...withPassword, factors: undefined, change_date: undefined },
+      { ...initial, factors: undefined, change_date: undefined },
+    );
+    // Checks absent: nothing changes, over either protocol.
+    const count = await eventCount(platform);
+    await grpcCall(platform, owner, PlatformSessions, "PatchSession", {
+      id,
+      session: { session_token: token },
+    });
+    const reply = await rest("PATCH", `${BASE}/${id}`, {
+      token: owner,
+      json: { session_token: token, checks: {} },
+    });
+    assert.equal(reply.status, 200, reply.text);
+    assert.equal(await eventCount(platform), count);
+    assert.deepEqual(await read(), withPassword);
   });
 
   it("the user's organization decides the permissions", async () => {

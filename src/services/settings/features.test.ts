@@ -5,10 +5,14 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  grpcCall,
+  type Json,
   restClient,
   startPlatform,
   type TestPlatform,
 } from "../../../test/helpers.ts";
+
+import { PlatformFeatureSettings } from "../../gen/platform/settings/feature/v3alpha/feature_service_pb.ts";
 
 const FEATURES = "/settings/v3alpha/features";
 
@@ -87,6 +91,26 @@ describe("feature settings", () => {
       owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
     });
     assert.equal(result.json.settings.actions.value, true);
+  });
+
+  it("a patch sets or resets only the flags it gives (REST and gRPC)", async () => {
+    const flags = async () => (await rest("GET", FEATURES)).json.settings;
+    const initial = await flags();
+    assert.equal((await rest("PATCH", FEATURES, { json: { token_exchange: { set: true } } })).status, 200);
+    assert.deepEqual(await flags(), { ...initial, token_exchange: { value: true } });
+    const grpc = (settings: Json) =>
+      grpcCall(platform, owner, PlatformFeatureSettings, "SetFeatures", { settings });
+    await grpc({ multitenancy_settings: { set: false } }); // false: a oneof member, present in binary too
+    assert.deepEqual(await flags(), {
+      ...initial,
+      token_exchange: { value: true },
+      multitenancy_settings: { value: false },
+    });
+    await grpc({});
+    await grpc({ multitenancy_settings: { reset: true } });
+    assert.deepEqual(await flags(), { ...initial, token_exchange: { value: true } });
+    await grpc({ token_exchange: { reset: true } });
+    assert.deepEqual(await flags(), initial);
   });
 
   it("viewers read but cannot write; users without an instance role get 403; no token 401", async () => {

@@ -11,6 +11,8 @@ import {
   addMachineUser,
   addOrg,
   eventCount,
+  grpcCall,
+  type Json,
   restClient,
   startPlatform,
   type TestPlatform,
@@ -172,6 +174,46 @@ describe("language settings", () => {
       value: "en",
       owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
     });
+  });
+
+  it("a patch sets or unsets only the fields it gives (REST and gRPC)", async () => {
+    const languages = async () => {
+      const { default_language, restricted_languages } = (await resolveJson()).settings;
+      return { default_language, restricted_languages };
+    };
+    const grpc = (settings: Json) =>
+      grpcCall(platform, owner, PlatformLanguageSettings, "SetLanguages", { settings });
+    assert.equal(
+      (await rest("PATCH", "/settings/v3alpha/languages", { json: { default_language: { key: "de" } } }))
+        .status,
+      200,
+    );
+    const initial = await languages();
+    await grpc({ restricted_languages: { languages: [{ key: "de" }, { key: "fr" }] } });
+    const restricted = { value: [{ key: "de" }, { key: "fr" }] };
+    assert.deepEqual(await languages(), { ...initial, restricted_languages: restricted });
+    const response = await rest("PATCH", "/settings/v3alpha/languages", {
+      json: { default_language: { key: "fr" } },
+    });
+    assert.equal(response.status, 200);
+    assert.deepEqual(await languages(), {
+      default_language: { value: "fr" },
+      restricted_languages: restricted,
+    });
+    await grpc({});
+    assert.deepEqual(await languages(), {
+      default_language: { value: "fr" },
+      restricted_languages: restricted,
+    });
+    // A present but empty message unsets that field only (message presence survives binary protobuf).
+    await grpc({ restricted_languages: {} });
+    const unset = await languages();
+    assert.deepEqual(unset.default_language, { value: "fr" });
+    assert.equal(unset.restricted_languages.owner.type, "OWNER_TYPE_SYSTEM", "inherited again");
+    await grpc({ default_language: {} });
+    const reset = await languages();
+    assert.equal(reset.default_language.owner.type, "OWNER_TYPE_SYSTEM", "inherited again");
+    assert.deepEqual(reset.restricted_languages, unset.restricted_languages);
   });
 
   it("a patch that changes nothing succeeds and appends no event", async () => {

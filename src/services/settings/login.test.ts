@@ -6,6 +6,8 @@ import {
   addMachineUser,
   addOrg,
   assertRejected,
+  grpcCall,
+  type Json,
   restClient,
   startPlatform,
   type TestPlatform,
@@ -69,6 +71,34 @@ describe("login settings", () => {
 
     await rest("PATCH", PATH, { json: { allow_register: { reset: true } } });
     assert.equal(await platform.login.allowRegister(instanceId, undefined), true);
+  });
+
+  it("a patch changes only the context it names and only when the field is given (REST and gRPC)", async () => {
+    const resolved = async (query = "") =>
+      (await rest("GET", `${PATH}${query}`)).json.settings.allow_register;
+    assert.equal(
+      (await rest("PATCH", `${PATH}?ctx.org_id=${orgId}`, { json: { allow_register: { set: true } } }))
+        .status,
+      200,
+    );
+    const grpc = (request: Json) =>
+      grpcCall(platform, owner, PlatformLoginSettings, "SetLoginSettings", request);
+    await grpc({ settings: { allow_register: { set: false } } }); // false is a oneof member: present in binary
+    assert.deepEqual(await resolved(), { value: false });
+    assert.deepEqual(
+      await resolved(`?ctx.org_id=${orgId}`),
+      { value: true },
+      "the organization's own value stays",
+    );
+    await grpc({ settings: {} });
+    assert.equal((await rest("PATCH", PATH, { json: {} })).status, 200);
+    assert.deepEqual(await resolved(), { value: false });
+    await grpc({ settings: { allow_register: { reset: true } } });
+    await rest("PATCH", `${PATH}?ctx.org_id=${orgId}`, { json: { allow_register: { reset: true } } });
+    assert.deepEqual(await resolved(`?ctx.org_id=${orgId}`), {
+      value: true,
+      owner: { type: "OWNER_TYPE_SYSTEM", id: "system" },
+    });
   });
 
   it("refuses bad input and callers without permission, storing nothing", async () => {

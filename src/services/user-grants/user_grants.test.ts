@@ -7,6 +7,8 @@ import {
   addOrg,
   assertRejected,
   eventCount,
+  expectNothingStored,
+  grpcCall,
   type Json,
   restClient,
   startPlatform,
@@ -115,6 +117,43 @@ describe("user grants", () => {
     await assertRejected(platform, () => rest("DELETE", `${GRANTS}/${id}`), 404, 5, "user grant not found");
     // The (user, project) pair is free again.
     await grant({ user_id: userId, project_id: projectId, role_keys: ["admin"] });
+  });
+
+  it("patch replaces the roles only when given; the user, project and project grant stay (REST and gRPC)", async () => {
+    const { userId } = await addMachineUser(platform, { username: "presence", orgId: orgB });
+    const id = await grant({
+      user_id: userId,
+      project_id: projectId,
+      project_grant_id: projectGrantId,
+      role_keys: ["editor", "viewer"],
+    });
+    const read = async () => (await rest("GET", `${GRANTS}/${id}`)).json.grant.grant;
+    const initial = await read();
+    assert.equal((await rest("PATCH", `${GRANTS}/${id}`, { json: { role_keys: ["viewer"] } })).status, 200);
+    assert.deepEqual(await read(), { ...initial, role_keys: ["viewer"] });
+    // Binary protobuf: an empty list is absent, nothing changes; a list replaces.
+    const grpc = (request: Json) =>
+      grpcCall(platform, owner, PlatformUserGrants, "PatchUserGrant", { id, ...request });
+    await grpc({ grant: { role_keys: [] } });
+    assert.deepEqual(await read(), { ...initial, role_keys: ["viewer"] });
+    await grpc({ grant: { role_keys: ["editor"] } });
+    assert.deepEqual(await read(), { ...initial, role_keys: ["editor"] });
+    // An empty list given is refused (REST [], or named in update_mask), nothing stored.
+    const emptied = "grant.role_keys: must not be empty; delete the user grant to take all its roles away";
+    await assertRejected(
+      platform,
+      () => rest("PATCH", `${GRANTS}/${id}`, { json: { role_keys: [] } }),
+      400,
+      3,
+      emptied,
+    );
+    await expectNothingStored(platform, () =>
+      assert.rejects(
+        grpc({ update_mask: "roleKeys" }),
+        (e) => e instanceof ConnectError && e.code === Code.InvalidArgument && e.rawMessage === emptied,
+      ),
+    );
+    assert.deepEqual(await read(), { ...initial, role_keys: ["editor"] });
   });
 
   it("roles must be roles of the project, or of the project grant when given", async () => {

@@ -17,6 +17,7 @@ import type { StoredEvent } from "../../eventstore/types.ts";
 import {
   type GetUserGrant,
   GetUserGrantSchema,
+  PatchUserGrantSchema,
   PlatformUserGrants,
   UserGrantFieldName,
   UserGrantSchema,
@@ -27,6 +28,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import { authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { nonEmptyList, patchFields } from "../patch.ts";
 import { orgOwner, restrictToReadable, toDate } from "../projects/access.ts";
 
 interface UserGrantRow {
@@ -238,12 +240,20 @@ export function userGrantsService(deps: ServiceDeps) {
     },
 
     async patchUserGrant(req, ctx) {
+      const fields = patchFields(PatchUserGrantSchema, req.grant, req.updateMask, "grant");
+      const roleKeys = nonEmptyList(
+        fields,
+        "role_keys",
+        req.grant?.roleKeys,
+        "grant.role_keys",
+        "delete the user grant to take all its roles away",
+      );
       const call = await userGrantCall(ctx, req.id, "user.grant.write");
       const { grant, stored } = await changeUserGrant(deps.eventStore, {
         instanceId: call.instanceId,
         creator: call.creator,
         grantId: req.id,
-        roleKeys: req.grant?.roleKeys ?? [],
+        roleKeys: roleKeys ?? [],
         fields: FIELDS,
       });
       return { details: details(grant, stored) };

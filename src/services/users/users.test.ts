@@ -12,6 +12,7 @@ import {
   assertRejected,
   eventCount,
   freshBackend,
+  grpcCall,
   type Json,
   restClient,
   startPlatform,
@@ -319,6 +320,132 @@ describe("users", () => {
     });
     assert.equal(r.status, 400);
     assert.equal(r.json.code, 9);
+  });
+
+  it("patch changes only the fields present: profile, e-mail, phone, machine, metadata (REST and gRPC)", async () => {
+    const id = await createUser({
+      username: "presence",
+      human: {
+        profile: {
+          given_name: "Grace",
+          family_name: "Hopper",
+          display_name: "Grace Hopper",
+          nick_name: "amazing",
+          preferred_language: "en",
+        },
+        email: { address: "grace@example.com", is_verified: true },
+        phone: { number: "+1 555 0100", is_verified: true },
+      },
+    });
+    const read = async () => {
+      const user = (await rest("GET", `${USERS}/${id}`)).json.user;
+      return { username: user.username, human: user.human, metadata: user.metadata };
+    };
+    const patch = async (json: unknown) => {
+      const r = await rest("PATCH", `${USERS}/${id}`, { json });
+      assert.equal(r.status, 200, r.text);
+    };
+    const grpc = (method: string, request: Json) =>
+      grpcCall(platform, owner, PlatformUsers, method, { id, ...request });
+    let expected = await read();
+
+    await patch({ human: { profile: { nick_name: "Amazing Grace" } } });
+    expected = {
+      ...expected,
+      human: { ...expected.human, profile: { ...expected.human.profile, nick_name: "Amazing Grace" } },
+    };
+    assert.deepEqual(await read(), expected);
+    // Verification alone: the number stays (it used to be removed, an empty number meaning "remove").
+    await patch({ human: { phone: { is_verified: false } } });
+    expected = {
+      ...expected,
+      human: { ...expected.human, phone: { number: "+1 555 0100", is_verified: false } },
+    };
+    assert.deepEqual(await read(), expected);
+    // The same address again keeps its verification; a new one is unverified unless said otherwise.
+    await patch({ human: { email: { address: "grace@example.com" } } });
+    assert.deepEqual(await read(), expected);
+    await patch({ human: { email: { address: "grace@navy.example" } } });
+    expected = {
+      ...expected,
+      human: { ...expected.human, email: { address: "grace@navy.example", is_verified: false } },
+    };
+    assert.deepEqual(await read(), expected);
+    // Binary protobuf: each field alone.
+    await grpc("PatchUser", { user: { human: { email: { is_verified: true } } } });
+    expected = {
+      ...expected,
+      human: { ...expected.human, email: { address: "grace@navy.example", is_verified: true } },
+    };
+    assert.deepEqual(await read(), expected);
+    await grpc("PatchUser", { user: { human: { phone: { number: "+1 555 0199", is_verified: true } } } });
+    expected = {
+      ...expected,
+      human: { ...expected.human, phone: { number: "+1 555 0199", is_verified: true } },
+    };
+    assert.deepEqual(await read(), expected);
+    await grpc("PatchUser", { user: { human: { profile: { display_name: "" } } } });
+    const { display_name: _, ...profile } = expected.human.profile;
+    expected = { ...expected, human: { ...expected.human, profile } };
+    assert.deepEqual(await read(), expected);
+    await grpc("PatchUser", { user: { username: "presence2" } });
+    expected = { ...expected, username: "presence2" };
+    assert.deepEqual(await read(), expected);
+
+    // Removing the phone, and what cannot be asked.
+    await assertRejected(
+      platform,
+      () =>
+        rest("PATCH", `${USERS}/${id}`, { json: { human: { phone: { number: "", is_verified: true } } } }),
+      400,
+      3,
+      "user.human.phone.is_verified: cannot be true while the number is removed (empty)",
+    );
+    await patch({ human: { phone: { number: "" } } });
+    const { phone: __, ...withoutPhone } = expected.human;
+    expected = { ...expected, human: withoutPhone };
+    assert.deepEqual(await read(), expected);
+    await assertRejected(
+      platform,
+      () => rest("PATCH", `${USERS}/${id}`, { json: { human: { phone: { is_verified: true } } } }),
+      400,
+      9,
+      "the user has no phone number to mark as verified",
+    );
+
+    // Metadata: the entries given change, the others stay (over gRPC too).
+    const b64 = (v: string) => Buffer.from(v).toString("base64");
+    assert.equal(
+      (await rest("PATCH", `${USERS}/${id}/metadata`, { json: { entries: { a: b64("1"), b: b64("2") } } }))
+        .status,
+      200,
+    );
+    await grpc("SetUserMetadata", { metadata: { entries: { a: b64("3") } } });
+    assert.deepEqual((await read()).metadata, { a: b64("3"), b: b64("2") });
+    await grpc("SetUserMetadata", { metadata: { entries: { b: "" } } });
+    assert.deepEqual(await read(), { ...expected, metadata: { a: b64("3") } });
+
+    // Machine users: one field at a time; BEARER (the zero value) is present in binary protobuf too.
+    const robot = await createUser({
+      username: "presence-robot",
+      machine: { name: "Robot", description: "Builds", access_token_type: "ACCESS_TOKEN_TYPE_JWT" },
+    });
+    const machineOf = async () => (await rest("GET", `${USERS}/${robot}`)).json.user.machine;
+    const machine = await machineOf();
+    assert.equal(
+      (await rest("PATCH", `${USERS}/${robot}`, { json: { machine: { name: "Robot 2" } } })).status,
+      200,
+    );
+    assert.deepEqual(await machineOf(), { ...machine, name: "Robot 2" });
+    await grpcCall(platform, owner, PlatformUsers, "PatchUser", {
+      id: robot,
+      user: { machine: { access_token_type: "ACCESS_TOKEN_TYPE_BEARER" } },
+    });
+    assert.deepEqual(await machineOf(), {
+      ...machine,
+      name: "Robot 2",
+      access_token_type: "ACCESS_TOKEN_TYPE_BEARER",
+    });
   });
 
   it("metadata: set, read, remove with an empty value; unchanged values add no event", async () => {

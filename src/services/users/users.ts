@@ -185,14 +185,18 @@ export function usersService(deps: ServiceDeps) {
           );
         change.preferred_language = p.preferredLanguage || null;
       }
-      if (human.email) {
-        change.email = human.email.address;
-        change.email_verified = human.email.isVerified;
-      }
-      if (human.phone) {
-        change.phone = human.phone.number || null;
-        change.phone_verified = human.phone.number ? human.phone.isVerified : false;
-      }
+      // Only the members given change; whether a changed address stays verified is the domain's rule.
+      const email = human.email;
+      if (email?.address !== undefined) change.email = email.address;
+      if (email?.isVerified !== undefined) change.email_verified = email.isVerified;
+      const phone = human.phone;
+      if (phone?.number === "" && phone.isVerified === true)
+        throw new InvalidArgumentError(
+          "cannot be true while the number is removed (empty)",
+          "user.human.phone.is_verified",
+        );
+      if (phone?.number !== undefined) change.phone = phone.number || null;
+      if (phone?.isVerified !== undefined) change.phone_verified = phone.isVerified;
     }
     if (
       machine &&

@@ -10,8 +10,8 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../../../google/api/annotations_pb.ts";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Details, ListDetails, ListQuery, TextFilterMethod } from "../../../object/v3alpha/object_pb.ts";
 import { file_platform_object_v3alpha_object } from "../../../object/v3alpha/object_pb.ts";
 import { file_platform_validate_v1_validate } from "../../../validate/v1/validate_pb.ts";
@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/resources/app/v3alpha/app_service.proto.
  */
 export const file_platform_resources_app_v3alpha_app_service: GenFile = /*@__PURE__*/
-  fileDesc("CjBwbGF0Zm9ybS9yZXNvdXJjZXMvYXBwL3YzYWxwaGEvYXBwX3NlcnZpY2UucHJvdG8SHnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYSKiBQoKT0lEQ0NvbmZpZxIlCg1yZWRpcmVjdF91cmlzGAEgAygJQg7K8xgKEAEYgBBA6AdgARJUCg5yZXNwb25zZV90eXBlcxgCIAMoDjIwLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDUmVzcG9uc2VUeXBlQgrK8xgGMAFAA2ABEk4KC2dyYW50X3R5cGVzGAMgAygOMi0ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLk9JRENHcmFudFR5cGVCCsrzGAYwAUAEYAESRQoIYXBwX3R5cGUYBCABKA4yKy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ0FwcFR5cGVCBsrzGAIwARJPCgthdXRoX21ldGhvZBgFIAEoDjIyLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDQXV0aE1ldGhvZFR5cGVCBsrzGAIwARIxChlwb3N0X2xvZ291dF9yZWRpcmVjdF91cmlzGAYgAygJQg7K8xgKEAEYgBBA6AdgARJQChFhY2Nlc3NfdG9rZW5fdHlwZRgHIAEoDjItLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDVG9rZW5UeXBlQgbK8xgCMAESIwobYWNjZXNzX3Rva2VuX3JvbGVfYXNzZXJ0aW9uGAggASgIEh8KF2lkX3Rva2VuX3JvbGVfYXNzZXJ0aW9uGAkgASgIEiMKG2lkX3Rva2VuX3VzZXJpbmZvX2Fzc2VydGlvbhgKIAEoCBIQCghkZXZfbW9kZRgLIAEoCBItCgpjbG9ja19za2V3GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlsKCUFQSUNvbmZpZxJOCgthdXRoX21ldGhvZBgBIAEoDjIxLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BUElBdXRoTWV0aG9kVHlwZUIGyvMYAjABIqQBCgNBcHASFwoEbmFtZRgBIAEoCUIJyvMYBQgBGMgBEjoKBG9pZGMYAiABKAsyKi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ0NvbmZpZ0gAEjgKA2FwaRgDIAEoCzIpLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BUElDb25maWdIAEIOCgZjb25maWcSBMjzGAEisQEKCFBhdGNoQXBwEhwKBG5hbWUYASABKAlCCcrzGAUQARjIAUgBiAEBEjoKBG9pZGMYAiABKAsyKi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ0NvbmZpZ0gAEjgKA2FwaRgDIAEoCzIpLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BUElDb25maWdIAEIICgZjb25maWdCBwoFX25hbWUirwEKBkdldEFwcBIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxISCgpwcm9qZWN0X2lkGAIgASgJEjAKA2FwcBgDIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHASEQoJY2xpZW50X2lkGAQgASgJEhkKEWhhc19jbGllbnRfc2VjcmV0GAUgASgIImkKDUFwcE5hbWVGaWx0ZXISFQoEbmFtZRgBIAEoCUIHyvMYAxjIARJBCgZtZXRob2QYAiABKA4yKS5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5UZXh0RmlsdGVyTWV0aG9kQgbK8xgCMAEiJwoMQXBwSURzRmlsdGVyEhcKA2lkcxgBIAMoCUIKyvMYBhjIAUDoByIxChFBcHBDbGllbnRJREZpbHRlchIcCgljbGllbnRfaWQYASABKAlCCcrzGAUIARisAiJQCg1BcHBUeXBlRmlsdGVyEj8KBHR5cGUYASABKA4yJy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwVHlwZUIIyvMYBAgBMAEipwIKD0FwcFNlYXJjaEZpbHRlchI9CgRuYW1lGAEgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcE5hbWVGaWx0ZXJIABI+CgZpbl9pZHMYAiABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwSURzRmlsdGVySAASRgoJY2xpZW50X2lkGAMgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcENsaWVudElERmlsdGVySAASPQoEdHlwZRgEIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHBUeXBlRmlsdGVySABCDgoGZmlsdGVyEgTI8xgBImsKEENyZWF0ZUFwcFJlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEjgKA2FwcBgCIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHBCBsrzGAIIASKHAQoRQ3JlYXRlQXBwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMSEQoJY2xpZW50X2lkGAIgASgJEhoKDWNsaWVudF9zZWNyZXQYAyABKAlIAIgBAUIQCg5fY2xpZW50X3NlY3JldCJFCg1HZXRBcHBSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBIkUKDkdldEFwcFJlc3BvbnNlEjMKA2FwcBgBIAEoCzImLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5HZXRBcHAifgoPUGF0Y2hBcHBSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBEjUKA2FwcBgDIAEoCzIoLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5QYXRjaEFwcCJFChBQYXRjaEFwcFJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzIkgKEERlbGV0ZUFwcFJlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEhUKAmlkGAIgASgJQgnK8xgFCAEYyAEiRgoRRGVsZXRlQXBwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMi/QEKEVNlYXJjaEFwcHNSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIxCgVxdWVyeRgCIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeRJMCg5zb3J0aW5nX2NvbHVtbhgDIAEoDjIsLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHBGaWVsZE5hbWVCBsrzGAIwARJICgdmaWx0ZXJzGAQgAygLMi8ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcFNlYXJjaEZpbHRlckIGyvMYAkBkIskBChJTZWFyY2hBcHBzUmVzcG9uc2USNQoHZGV0YWlscxgBIAEoCzIkLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3REZXRhaWxzEkQKDnNvcnRpbmdfY29sdW1uGAIgASgOMiwucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcEZpZWxkTmFtZRI2CgZyZXN1bHQYAyADKAsyJi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuR2V0QXBwIlIKGlJlZ2VuZXJhdGVBcHBTZWNyZXRSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBImcKG1JlZ2VuZXJhdGVBcHBTZWNyZXRSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIVCg1jbGllbnRfc2VjcmV0GAIgASgJInYKDENyZWF0ZUFwcEtleRIzCg9leHBpcmF0aW9uX2RhdGUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKCnB1YmxpY19rZXkYAiABKAlCCcrzGAUQARiQTkgAiAEBQg0KC19wdWJsaWNfa2V5IoYBChNDcmVhdGVBcHBLZXlSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBEjkKA2tleRgDIAEoCzIsLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5DcmVhdGVBcHBLZXkibgoUQ3JlYXRlQXBwS2V5UmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMSDgoGa2V5X2lkGAIgASgJEhMKC2tleV9jb250ZW50GAMgASgMIoQBCgZBcHBLZXkSMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMSMwoPZXhwaXJhdGlvbl9kYXRlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpwdWJsaWNfa2V5GAMgASgJIn0KEkxpc3RBcHBLZXlzUmVxdWVzdBIdCgpwcm9qZWN0X2lkGAEgASgJQgnK8xgFCAEYyAESFQoCaWQYAiABKAlCCcrzGAUIARjIARIxCgVxdWVyeRgDIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeSKEAQoTTGlzdEFwcEtleXNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSNgoGcmVzdWx0GAIgAygLMiYucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcEtleSJmChNEZWxldGVBcHBLZXlSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBEhkKBmtleV9pZBgDIAEoCUIJyvMYBQgBGMgBIkkKFERlbGV0ZUFwcEtleVJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzKncKEE9JRENSZXNwb25zZVR5cGUSGwoXT0lEQ19SRVNQT05TRV9UWVBFX0NPREUQABIfChtPSURDX1JFU1BPTlNFX1RZUEVfSURfVE9LRU4QARIlCiFPSURDX1JFU1BPTlNFX1RZUEVfSURfVE9LRU5fVE9LRU4QAiqiAQoNT0lEQ0dyYW50VHlwZRImCiJPSURDX0dSQU5UX1RZUEVfQVVUSE9SSVpBVElPTl9DT0RFEAASHAoYT0lEQ19HUkFOVF9UWVBFX0lNUExJQ0lUEAESIQodT0lEQ19HUkFOVF9UWVBFX1JFRlJFU0hfVE9LRU4QAhIiCh5PSURDX0dSQU5UX1RZUEVfVE9LRU5fRVhDSEFOR0UQBCIECAMQAypcCgtPSURDQXBwVHlwZRIVChFPSURDX0FQUF9UWVBFX1dFQhAAEhwKGE9JRENfQVBQX1RZUEVfVVNFUl9BR0VOVBABEhgKFE9JRENfQVBQX1RZUEVfTkFUSVZFEAIqoAEKEk9JRENBdXRoTWV0aG9kVHlwZRIfChtPSURDX0FVVEhfTUVUSE9EX1RZUEVfQkFTSUMQABIeChpPSURDX0FVVEhfTUVUSE9EX1RZUEVfUE9TVBABEh4KGk9JRENfQVVUSF9NRVRIT0RfVFlQRV9OT05FEAISKQolT0lEQ19BVVRIX01FVEhPRF9UWVBFX1BSSVZBVEVfS0VZX0pXVBADKkQKDU9JRENUb2tlblR5cGUSGgoWT0lEQ19UT0tFTl9UWVBFX0JFQVJFUhAAEhcKE09JRENfVE9LRU5fVFlQRV9KV1QQASpdChFBUElBdXRoTWV0aG9kVHlwZRIeChpBUElfQVVUSF9NRVRIT0RfVFlQRV9CQVNJQxAAEigKJEFQSV9BVVRIX01FVEhPRF9UWVBFX1BSSVZBVEVfS0VZX0pXVBABKqABCgxBcHBGaWVsZE5hbWUSHgoaQVBQX0ZJRUxEX05BTUVfVU5TUEVDSUZJRUQQABIVChFBUFBfRklFTERfTkFNRV9JRBABEiAKHEFQUF9GSUVMRF9OQU1FX0NSRUFUSU9OX0RBVEUQAhIeChpBUFBfRklFTERfTkFNRV9DSEFOR0VfREFURRADEhcKE0FQUF9GSUVMRF9OQU1FX05BTUUQBCpICgdBcHBUeXBlEhgKFEFQUF9UWVBFX1VOU1BFQ0lGSUVEEAASEQoNQVBQX1RZUEVfT0lEQxABEhAKDEFQUF9UWVBFX0FQSRACMqMNCgxQbGF0Zm9ybUFwcHMSrAEKCUNyZWF0ZUFwcBIwLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5DcmVhdGVBcHBSZXF1ZXN0GjEucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkNyZWF0ZUFwcFJlc3BvbnNlIjqC0+STAjQ6A2FwcCItL3Jlc291cmNlcy92M2FscGhhL3Byb2plY3RzL3twcm9qZWN0X2lkfS9hcHBzEqMBCgZHZXRBcHASLS5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuR2V0QXBwUmVxdWVzdBouLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5HZXRBcHBSZXNwb25zZSI6gtPkkwI0EjIvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfRKuAQoIUGF0Y2hBcHASLy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuUGF0Y2hBcHBSZXF1ZXN0GjAucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLlBhdGNoQXBwUmVzcG9uc2UiP4LT5JMCOToDYXBwMjIvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfRKsAQoJRGVsZXRlQXBwEjAucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkRlbGV0ZUFwcFJlcXVlc3QaMS5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuRGVsZXRlQXBwUmVzcG9uc2UiOoLT5JMCNCoyL3Jlc291cmNlcy92M2FscGhhL3Byb2plY3RzL3twcm9qZWN0X2lkfS9hcHBzL3tpZH0SuwEKClNlYXJjaEFwcHMSMS5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuU2VhcmNoQXBwc1JlcXVlc3QaMi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuU2VhcmNoQXBwc1Jlc3BvbnNlIkaC0+STAkA6B2ZpbHRlcnMiNS9yZXNvdXJjZXMvdjNhbHBoYS9wcm9qZWN0cy97cHJvamVjdF9pZH0vYXBwcy9fc2VhcmNoEt0BChNSZWdlbmVyYXRlQXBwU2VjcmV0EjoucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLlJlZ2VuZXJhdGVBcHBTZWNyZXRSZXF1ZXN0GjsucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLlJlZ2VuZXJhdGVBcHBTZWNyZXRSZXNwb25zZSJNgtPkkwJHIkUvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfS9fcmVnZW5lcmF0ZV9zZWNyZXQSvwEKDENyZWF0ZUFwcEtleRIzLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5DcmVhdGVBcHBLZXlSZXF1ZXN0GjQucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkNyZWF0ZUFwcEtleVJlc3BvbnNlIkSC0+STAj46A2tleSI3L3Jlc291cmNlcy92M2FscGhhL3Byb2plY3RzL3twcm9qZWN0X2lkfS9hcHBzL3tpZH0va2V5cxK3AQoLTGlzdEFwcEtleXMSMi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuTGlzdEFwcEtleXNSZXF1ZXN0GjMucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkxpc3RBcHBLZXlzUmVzcG9uc2UiP4LT5JMCORI3L3Jlc291cmNlcy92M2FscGhhL3Byb2plY3RzL3twcm9qZWN0X2lkfS9hcHBzL3tpZH0va2V5cxLDAQoMRGVsZXRlQXBwS2V5EjMucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkRlbGV0ZUFwcEtleVJlcXVlc3QaNC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuRGVsZXRlQXBwS2V5UmVzcG9uc2UiSILT5JMCQipAL3Jlc291cmNlcy92M2FscGhhL3Byb2plY3RzL3twcm9qZWN0X2lkfS9hcHBzL3tpZH0va2V5cy97a2V5X2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("CjBwbGF0Zm9ybS9yZXNvdXJjZXMvYXBwL3YzYWxwaGEvYXBwX3NlcnZpY2UucHJvdG8SHnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYSKiBQoKT0lEQ0NvbmZpZxIlCg1yZWRpcmVjdF91cmlzGAEgAygJQg7K8xgKEAEYgBBA6AdgARJUCg5yZXNwb25zZV90eXBlcxgCIAMoDjIwLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDUmVzcG9uc2VUeXBlQgrK8xgGMAFAA2ABEk4KC2dyYW50X3R5cGVzGAMgAygOMi0ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLk9JRENHcmFudFR5cGVCCsrzGAYwAUAEYAESRQoIYXBwX3R5cGUYBCABKA4yKy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ0FwcFR5cGVCBsrzGAIwARJPCgthdXRoX21ldGhvZBgFIAEoDjIyLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDQXV0aE1ldGhvZFR5cGVCBsrzGAIwARIxChlwb3N0X2xvZ291dF9yZWRpcmVjdF91cmlzGAYgAygJQg7K8xgKEAEYgBBA6AdgARJQChFhY2Nlc3NfdG9rZW5fdHlwZRgHIAEoDjItLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDVG9rZW5UeXBlQgbK8xgCMAESIwobYWNjZXNzX3Rva2VuX3JvbGVfYXNzZXJ0aW9uGAggASgIEh8KF2lkX3Rva2VuX3JvbGVfYXNzZXJ0aW9uGAkgASgIEiMKG2lkX3Rva2VuX3VzZXJpbmZvX2Fzc2VydGlvbhgKIAEoCBIQCghkZXZfbW9kZRgLIAEoCBItCgpjbG9ja19za2V3GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlsKCUFQSUNvbmZpZxJOCgthdXRoX21ldGhvZBgBIAEoDjIxLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BUElBdXRoTWV0aG9kVHlwZUIGyvMYAjABIqQBCgNBcHASFwoEbmFtZRgBIAEoCUIJyvMYBQgBGMgBEjoKBG9pZGMYAiABKAsyKi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ0NvbmZpZ0gAEjgKA2FwaRgDIAEoCzIpLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BUElDb25maWdIAEIOCgZjb25maWcSBMjzGAEi5gYKD1BhdGNoT0lEQ0NvbmZpZxIlCg1yZWRpcmVjdF91cmlzGAEgAygJQg7K8xgKEAEYgBBA6AdgARJUCg5yZXNwb25zZV90eXBlcxgCIAMoDjIwLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5PSURDUmVzcG9uc2VUeXBlQgrK8xgGMAFAA2ABEk4KC2dyYW50X3R5cGVzGAMgAygOMi0ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLk9JRENHcmFudFR5cGVCCsrzGAYwAUAEYAESSgoIYXBwX3R5cGUYBCABKA4yKy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ0FwcFR5cGVCBsrzGAIwAUgAiAEBElQKC2F1dGhfbWV0aG9kGAUgASgOMjIucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLk9JRENBdXRoTWV0aG9kVHlwZUIGyvMYAjABSAGIAQESMQoZcG9zdF9sb2dvdXRfcmVkaXJlY3RfdXJpcxgGIAMoCUIOyvMYChABGIAQQOgHYAESVQoRYWNjZXNzX3Rva2VuX3R5cGUYByABKA4yLS5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuT0lEQ1Rva2VuVHlwZUIGyvMYAjABSAKIAQESKAobYWNjZXNzX3Rva2VuX3JvbGVfYXNzZXJ0aW9uGAggASgISAOIAQESJAoXaWRfdG9rZW5fcm9sZV9hc3NlcnRpb24YCSABKAhIBIgBARIoChtpZF90b2tlbl91c2VyaW5mb19hc3NlcnRpb24YCiABKAhIBYgBARIVCghkZXZfbW9kZRgLIAEoCEgGiAEBEi0KCmNsb2NrX3NrZXcYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CCwoJX2FwcF90eXBlQg4KDF9hdXRoX21ldGhvZEIUChJfYWNjZXNzX3Rva2VuX3R5cGVCHgocX2FjY2Vzc190b2tlbl9yb2xlX2Fzc2VydGlvbkIaChhfaWRfdG9rZW5fcm9sZV9hc3NlcnRpb25CHgocX2lkX3Rva2VuX3VzZXJpbmZvX2Fzc2VydGlvbkILCglfZGV2X21vZGUidQoOUGF0Y2hBUElDb25maWcSUwoLYXV0aF9tZXRob2QYASABKA4yMS5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQVBJQXV0aE1ldGhvZFR5cGVCBsrzGAIwAUgAiAEBQg4KDF9hdXRoX21ldGhvZCK7AQoIUGF0Y2hBcHASHAoEbmFtZRgBIAEoCUIJyvMYBRABGMgBSAGIAQESPwoEb2lkYxgCIAEoCzIvLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5QYXRjaE9JRENDb25maWdIABI9CgNhcGkYAyABKAsyLi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuUGF0Y2hBUElDb25maWdIAEIICgZjb25maWdCBwoFX25hbWUirwEKBkdldEFwcBIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxISCgpwcm9qZWN0X2lkGAIgASgJEjAKA2FwcBgDIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHASEQoJY2xpZW50X2lkGAQgASgJEhkKEWhhc19jbGllbnRfc2VjcmV0GAUgASgIImkKDUFwcE5hbWVGaWx0ZXISFQoEbmFtZRgBIAEoCUIHyvMYAxjIARJBCgZtZXRob2QYAiABKA4yKS5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5UZXh0RmlsdGVyTWV0aG9kQgbK8xgCMAEiJwoMQXBwSURzRmlsdGVyEhcKA2lkcxgBIAMoCUIKyvMYBhjIAUDoByIxChFBcHBDbGllbnRJREZpbHRlchIcCgljbGllbnRfaWQYASABKAlCCcrzGAUIARisAiJQCg1BcHBUeXBlRmlsdGVyEj8KBHR5cGUYASABKA4yJy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwVHlwZUIIyvMYBAgBMAEipwIKD0FwcFNlYXJjaEZpbHRlchI9CgRuYW1lGAEgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcE5hbWVGaWx0ZXJIABI+CgZpbl9pZHMYAiABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwSURzRmlsdGVySAASRgoJY2xpZW50X2lkGAMgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcENsaWVudElERmlsdGVySAASPQoEdHlwZRgEIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHBUeXBlRmlsdGVySABCDgoGZmlsdGVyEgTI8xgBImsKEENyZWF0ZUFwcFJlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEjgKA2FwcBgCIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5BcHBCBsrzGAIIASKHAQoRQ3JlYXRlQXBwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMSEQoJY2xpZW50X2lkGAIgASgJEhoKDWNsaWVudF9zZWNyZXQYAyABKAlIAIgBAUIQCg5fY2xpZW50X3NlY3JldCJFCg1HZXRBcHBSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBIkUKDkdldEFwcFJlc3BvbnNlEjMKA2FwcBgBIAEoCzImLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5HZXRBcHAirwEKD1BhdGNoQXBwUmVxdWVzdBIdCgpwcm9qZWN0X2lkGAEgASgJQgnK8xgFCAEYyAESFQoCaWQYAiABKAlCCcrzGAUIARjIARI1CgNhcHAYAyABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuUGF0Y2hBcHASLwoLdXBkYXRlX21hc2sYBCABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIkUKEFBhdGNoQXBwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMiSAoQRGVsZXRlQXBwUmVxdWVzdBIdCgpwcm9qZWN0X2lkGAEgASgJQgnK8xgFCAEYyAESFQoCaWQYAiABKAlCCcrzGAUIARjIASJGChFEZWxldGVBcHBSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscyL9AQoRU2VhcmNoQXBwc1JlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEjEKBXF1ZXJ5GAIgASgLMiIucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdFF1ZXJ5EkwKDnNvcnRpbmdfY29sdW1uGAMgASgOMiwucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkFwcEZpZWxkTmFtZUIGyvMYAjABEkgKB2ZpbHRlcnMYBCADKAsyLy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwU2VhcmNoRmlsdGVyQgbK8xgCQGQiyQEKElNlYXJjaEFwcHNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSRAoOc29ydGluZ19jb2x1bW4YAiABKA4yLC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwRmllbGROYW1lEjYKBnJlc3VsdBgDIAMoCzImLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5HZXRBcHAiUgoaUmVnZW5lcmF0ZUFwcFNlY3JldFJlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEhUKAmlkGAIgASgJQgnK8xgFCAEYyAEiZwobUmVnZW5lcmF0ZUFwcFNlY3JldFJlc3BvbnNlEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEhUKDWNsaWVudF9zZWNyZXQYAiABKAkidgoMQ3JlYXRlQXBwS2V5EjMKD2V4cGlyYXRpb25fZGF0ZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIgoKcHVibGljX2tleRgCIAEoCUIJyvMYBRABGJBOSACIAQFCDQoLX3B1YmxpY19rZXkihgEKE0NyZWF0ZUFwcEtleVJlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEhUKAmlkGAIgASgJQgnK8xgFCAEYyAESOQoDa2V5GAMgASgLMiwucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkNyZWF0ZUFwcEtleSJuChRDcmVhdGVBcHBLZXlSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIOCgZrZXlfaWQYAiABKAkSEwoLa2V5X2NvbnRlbnQYAyABKAwihAEKBkFwcEtleRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIzCg9leHBpcmF0aW9uX2RhdGUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnB1YmxpY19rZXkYAyABKAkifQoSTGlzdEFwcEtleXNSZXF1ZXN0Eh0KCnByb2plY3RfaWQYASABKAlCCcrzGAUIARjIARIVCgJpZBgCIAEoCUIJyvMYBQgBGMgBEjEKBXF1ZXJ5GAMgASgLMiIucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdFF1ZXJ5IoQBChNMaXN0QXBwS2V5c1Jlc3BvbnNlEjUKB2RldGFpbHMYASABKAsyJC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5MaXN0RGV0YWlscxI2CgZyZXN1bHQYAiADKAsyJi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQXBwS2V5ImYKE0RlbGV0ZUFwcEtleVJlcXVlc3QSHQoKcHJvamVjdF9pZBgBIAEoCUIJyvMYBQgBGMgBEhUKAmlkGAIgASgJQgnK8xgFCAEYyAESGQoGa2V5X2lkGAMgASgJQgnK8xgFCAEYyAEiSQoURGVsZXRlQXBwS2V5UmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMqdwoQT0lEQ1Jlc3BvbnNlVHlwZRIbChdPSURDX1JFU1BPTlNFX1RZUEVfQ09ERRAAEh8KG09JRENfUkVTUE9OU0VfVFlQRV9JRF9UT0tFThABEiUKIU9JRENfUkVTUE9OU0VfVFlQRV9JRF9UT0tFTl9UT0tFThACKqIBCg1PSURDR3JhbnRUeXBlEiYKIk9JRENfR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQABIcChhPSURDX0dSQU5UX1RZUEVfSU1QTElDSVQQARIhCh1PSURDX0dSQU5UX1RZUEVfUkVGUkVTSF9UT0tFThACEiIKHk9JRENfR1JBTlRfVFlQRV9UT0tFTl9FWENIQU5HRRAEIgQIAxADKlwKC09JRENBcHBUeXBlEhUKEU9JRENfQVBQX1RZUEVfV0VCEAASHAoYT0lEQ19BUFBfVFlQRV9VU0VSX0FHRU5UEAESGAoUT0lEQ19BUFBfVFlQRV9OQVRJVkUQAiqgAQoST0lEQ0F1dGhNZXRob2RUeXBlEh8KG09JRENfQVVUSF9NRVRIT0RfVFlQRV9CQVNJQxAAEh4KGk9JRENfQVVUSF9NRVRIT0RfVFlQRV9QT1NUEAESHgoaT0lEQ19BVVRIX01FVEhPRF9UWVBFX05PTkUQAhIpCiVPSURDX0FVVEhfTUVUSE9EX1RZUEVfUFJJVkFURV9LRVlfSldUEAMqRAoNT0lEQ1Rva2VuVHlwZRIaChZPSURDX1RPS0VOX1RZUEVfQkVBUkVSEAASFwoTT0lEQ19UT0tFTl9UWVBFX0pXVBABKl0KEUFQSUF1dGhNZXRob2RUeXBlEh4KGkFQSV9BVVRIX01FVEhPRF9UWVBFX0JBU0lDEAASKAokQVBJX0FVVEhfTUVUSE9EX1RZUEVfUFJJVkFURV9LRVlfSldUEAEqoAEKDEFwcEZpZWxkTmFtZRIeChpBUFBfRklFTERfTkFNRV9VTlNQRUNJRklFRBAAEhUKEUFQUF9GSUVMRF9OQU1FX0lEEAESIAocQVBQX0ZJRUxEX05BTUVfQ1JFQVRJT05fREFURRACEh4KGkFQUF9GSUVMRF9OQU1FX0NIQU5HRV9EQVRFEAMSFwoTQVBQX0ZJRUxEX05BTUVfTkFNRRAEKkgKB0FwcFR5cGUSGAoUQVBQX1RZUEVfVU5TUEVDSUZJRUQQABIRCg1BUFBfVFlQRV9PSURDEAESEAoMQVBQX1RZUEVfQVBJEAIyow0KDFBsYXRmb3JtQXBwcxKsAQoJQ3JlYXRlQXBwEjAucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkNyZWF0ZUFwcFJlcXVlc3QaMS5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQ3JlYXRlQXBwUmVzcG9uc2UiOoLT5JMCNDoDYXBwIi0vcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMSowEKBkdldEFwcBItLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5HZXRBcHBSZXF1ZXN0Gi4ucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkdldEFwcFJlc3BvbnNlIjqC0+STAjQSMi9yZXNvdXJjZXMvdjNhbHBoYS9wcm9qZWN0cy97cHJvamVjdF9pZH0vYXBwcy97aWR9Eq4BCghQYXRjaEFwcBIvLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5QYXRjaEFwcFJlcXVlc3QaMC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuUGF0Y2hBcHBSZXNwb25zZSI/gtPkkwI5OgNhcHAyMi9yZXNvdXJjZXMvdjNhbHBoYS9wcm9qZWN0cy97cHJvamVjdF9pZH0vYXBwcy97aWR9EqwBCglEZWxldGVBcHASMC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuRGVsZXRlQXBwUmVxdWVzdBoxLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5EZWxldGVBcHBSZXNwb25zZSI6gtPkkwI0KjIvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfRK7AQoKU2VhcmNoQXBwcxIxLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5TZWFyY2hBcHBzUmVxdWVzdBoyLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5TZWFyY2hBcHBzUmVzcG9uc2UiRoLT5JMCQDoHZmlsdGVycyI1L3Jlc291cmNlcy92M2FscGhhL3Byb2plY3RzL3twcm9qZWN0X2lkfS9hcHBzL19zZWFyY2gS3QEKE1JlZ2VuZXJhdGVBcHBTZWNyZXQSOi5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuUmVnZW5lcmF0ZUFwcFNlY3JldFJlcXVlc3QaOy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuUmVnZW5lcmF0ZUFwcFNlY3JldFJlc3BvbnNlIk2C0+STAkciRS9yZXNvdXJjZXMvdjNhbHBoYS9wcm9qZWN0cy97cHJvamVjdF9pZH0vYXBwcy97aWR9L19yZWdlbmVyYXRlX3NlY3JldBK/AQoMQ3JlYXRlQXBwS2V5EjMucGxhdGZvcm0ucmVzb3VyY2VzLmFwcC52M2FscGhhLkNyZWF0ZUFwcEtleVJlcXVlc3QaNC5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuQ3JlYXRlQXBwS2V5UmVzcG9uc2UiRILT5JMCPjoDa2V5IjcvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfS9rZXlzErcBCgtMaXN0QXBwS2V5cxIyLnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5MaXN0QXBwS2V5c1JlcXVlc3QaMy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuTGlzdEFwcEtleXNSZXNwb25zZSI/gtPkkwI5EjcvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfS9rZXlzEsMBCgxEZWxldGVBcHBLZXkSMy5wbGF0Zm9ybS5yZXNvdXJjZXMuYXBwLnYzYWxwaGEuRGVsZXRlQXBwS2V5UmVxdWVzdBo0LnBsYXRmb3JtLnJlc291cmNlcy5hcHAudjNhbHBoYS5EZWxldGVBcHBLZXlSZXNwb25zZSJIgtPkkwJCKkAvcmVzb3VyY2VzL3YzYWxwaGEvcHJvamVjdHMve3Byb2plY3RfaWR9L2FwcHMve2lkfS9rZXlzL3trZXlfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
  * Configuration of an OIDC application. Lists are sets (no duplicates); an empty `grant_types` means
@@ -191,6 +191,127 @@ export const AppSchema: GenMessage<App> = /*@__PURE__*/
   messageDesc(file_platform_resources_app_v3alpha_app_service, 2);
 
 /**
+ * Fields of an OIDC application's configuration to change: only the fields present change, the others
+ * keep their values. A list given replaces the list (an empty list in binary protobuf is absent: name it in
+ * the request's `update_mask` to empty it).
+ *
+ * @generated from message platform.resources.app.v3alpha.PatchOIDCConfig
+ */
+export type PatchOIDCConfig = Message<"platform.resources.app.v3alpha.PatchOIDCConfig"> & {
+  /**
+   * New redirect URIs (as `OIDCConfig.redirect_uris`).
+   *
+   * @generated from field: repeated string redirect_uris = 1;
+   */
+  redirectUris: string[];
+
+  /**
+   * New response types; emptied, [OIDC_RESPONSE_TYPE_CODE] when the code flow is allowed.
+   *
+   * @generated from field: repeated platform.resources.app.v3alpha.OIDCResponseType response_types = 2;
+   */
+  responseTypes: OIDCResponseType[];
+
+  /**
+   * New grant types; emptied, [OIDC_GRANT_TYPE_AUTHORIZATION_CODE].
+   *
+   * @generated from field: repeated platform.resources.app.v3alpha.OIDCGrantType grant_types = 3;
+   */
+  grantTypes: OIDCGrantType[];
+
+  /**
+   * New kind of client.
+   *
+   * @generated from field: optional platform.resources.app.v3alpha.OIDCAppType app_type = 4;
+   */
+  appType?: OIDCAppType | undefined;
+
+  /**
+   * New client authentication method.
+   *
+   * @generated from field: optional platform.resources.app.v3alpha.OIDCAuthMethodType auth_method = 5;
+   */
+  authMethod?: OIDCAuthMethodType | undefined;
+
+  /**
+   * New post-logout redirect URIs (as `OIDCConfig.post_logout_redirect_uris`).
+   *
+   * @generated from field: repeated string post_logout_redirect_uris = 6;
+   */
+  postLogoutRedirectUris: string[];
+
+  /**
+   * New kind of access token.
+   *
+   * @generated from field: optional platform.resources.app.v3alpha.OIDCTokenType access_token_type = 7;
+   */
+  accessTokenType?: OIDCTokenType | undefined;
+
+  /**
+   * New value of `access_token_role_assertion`.
+   *
+   * @generated from field: optional bool access_token_role_assertion = 8;
+   */
+  accessTokenRoleAssertion?: boolean | undefined;
+
+  /**
+   * New value of `id_token_role_assertion`.
+   *
+   * @generated from field: optional bool id_token_role_assertion = 9;
+   */
+  idTokenRoleAssertion?: boolean | undefined;
+
+  /**
+   * New value of `id_token_userinfo_assertion`.
+   *
+   * @generated from field: optional bool id_token_userinfo_assertion = 10;
+   */
+  idTokenUserinfoAssertion?: boolean | undefined;
+
+  /**
+   * New value of `dev_mode`.
+   *
+   * @generated from field: optional bool dev_mode = 11;
+   */
+  devMode?: boolean | undefined;
+
+  /**
+   * New tolerated clock difference, from 0s to 5s.
+   *
+   * @generated from field: google.protobuf.Duration clock_skew = 12;
+   */
+  clockSkew?: Duration | undefined;
+};
+
+/**
+ * Describes the message platform.resources.app.v3alpha.PatchOIDCConfig.
+ * Use `create(PatchOIDCConfigSchema)` to create a new message.
+ */
+export const PatchOIDCConfigSchema: GenMessage<PatchOIDCConfig> = /*@__PURE__*/
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 3);
+
+/**
+ * Fields of an API application's configuration to change.
+ *
+ * @generated from message platform.resources.app.v3alpha.PatchAPIConfig
+ */
+export type PatchAPIConfig = Message<"platform.resources.app.v3alpha.PatchAPIConfig"> & {
+  /**
+   * New client authentication method.
+   *
+   * @generated from field: optional platform.resources.app.v3alpha.APIAuthMethodType auth_method = 1;
+   */
+  authMethod?: APIAuthMethodType | undefined;
+};
+
+/**
+ * Describes the message platform.resources.app.v3alpha.PatchAPIConfig.
+ * Use `create(PatchAPIConfigSchema)` to create a new message.
+ */
+export const PatchAPIConfigSchema: GenMessage<PatchAPIConfig> = /*@__PURE__*/
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 4);
+
+/**
  * Fields of an application to change; only those present are changed.
  *
  * @generated from message platform.resources.app.v3alpha.PatchApp
@@ -204,25 +325,25 @@ export type PatchApp = Message<"platform.resources.app.v3alpha.PatchApp"> & {
   name?: string | undefined;
 
   /**
-   * A new configuration (replaces the current one; of the app's kind).
+   * Configuration fields to change (of the app's kind); the fields not given keep their values.
    *
    * @generated from oneof platform.resources.app.v3alpha.PatchApp.config
    */
   config: {
     /**
-     * The new OIDC configuration.
+     * OIDC configuration fields to change.
      *
-     * @generated from field: platform.resources.app.v3alpha.OIDCConfig oidc = 2;
+     * @generated from field: platform.resources.app.v3alpha.PatchOIDCConfig oidc = 2;
      */
-    value: OIDCConfig;
+    value: PatchOIDCConfig;
     case: "oidc";
   } | {
     /**
-     * The new API configuration.
+     * API configuration fields to change.
      *
-     * @generated from field: platform.resources.app.v3alpha.APIConfig api = 3;
+     * @generated from field: platform.resources.app.v3alpha.PatchAPIConfig api = 3;
      */
-    value: APIConfig;
+    value: PatchAPIConfig;
     case: "api";
   } | { case: undefined; value?: undefined };
 };
@@ -232,7 +353,7 @@ export type PatchApp = Message<"platform.resources.app.v3alpha.PatchApp"> & {
  * Use `create(PatchAppSchema)` to create a new message.
  */
 export const PatchAppSchema: GenMessage<PatchApp> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 3);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 5);
 
 /**
  * An application as read.
@@ -281,7 +402,7 @@ export type GetApp = Message<"platform.resources.app.v3alpha.GetApp"> & {
  * Use `create(GetAppSchema)` to create a new message.
  */
 export const GetAppSchema: GenMessage<GetApp> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 4);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 6);
 
 /**
  * Matches applications by name.
@@ -309,7 +430,7 @@ export type AppNameFilter = Message<"platform.resources.app.v3alpha.AppNameFilte
  * Use `create(AppNameFilterSchema)` to create a new message.
  */
 export const AppNameFilterSchema: GenMessage<AppNameFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 5);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 7);
 
 /**
  * Matches applications whose ID is in a list.
@@ -330,7 +451,7 @@ export type AppIDsFilter = Message<"platform.resources.app.v3alpha.AppIDsFilter"
  * Use `create(AppIDsFilterSchema)` to create a new message.
  */
 export const AppIDsFilterSchema: GenMessage<AppIDsFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 6);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 8);
 
 /**
  * Matches the application with a client ID.
@@ -351,7 +472,7 @@ export type AppClientIDFilter = Message<"platform.resources.app.v3alpha.AppClien
  * Use `create(AppClientIDFilterSchema)` to create a new message.
  */
 export const AppClientIDFilterSchema: GenMessage<AppClientIDFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 7);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 9);
 
 /**
  * Matches applications of a kind.
@@ -372,7 +493,7 @@ export type AppTypeFilter = Message<"platform.resources.app.v3alpha.AppTypeFilte
  * Use `create(AppTypeFilterSchema)` to create a new message.
  */
 export const AppTypeFilterSchema: GenMessage<AppTypeFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 8);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 10);
 
 /**
  * One search filter; filters of a search all apply (AND).
@@ -425,7 +546,7 @@ export type AppSearchFilter = Message<"platform.resources.app.v3alpha.AppSearchF
  * Use `create(AppSearchFilterSchema)` to create a new message.
  */
 export const AppSearchFilterSchema: GenMessage<AppSearchFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 9);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 11);
 
 /**
  * Request of CreateApp.
@@ -453,7 +574,7 @@ export type CreateAppRequest = Message<"platform.resources.app.v3alpha.CreateApp
  * Use `create(CreateAppRequestSchema)` to create a new message.
  */
 export const CreateAppRequestSchema: GenMessage<CreateAppRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 10);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 12);
 
 /**
  * Response of CreateApp.
@@ -488,7 +609,7 @@ export type CreateAppResponse = Message<"platform.resources.app.v3alpha.CreateAp
  * Use `create(CreateAppResponseSchema)` to create a new message.
  */
 export const CreateAppResponseSchema: GenMessage<CreateAppResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 11);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 13);
 
 /**
  * Request of GetApp.
@@ -516,7 +637,7 @@ export type GetAppRequest = Message<"platform.resources.app.v3alpha.GetAppReques
  * Use `create(GetAppRequestSchema)` to create a new message.
  */
 export const GetAppRequestSchema: GenMessage<GetAppRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 12);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 14);
 
 /**
  * Response of GetApp.
@@ -537,7 +658,7 @@ export type GetAppResponse = Message<"platform.resources.app.v3alpha.GetAppRespo
  * Use `create(GetAppResponseSchema)` to create a new message.
  */
 export const GetAppResponseSchema: GenMessage<GetAppResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 13);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 15);
 
 /**
  * Request of PatchApp.
@@ -565,6 +686,17 @@ export type PatchAppRequest = Message<"platform.resources.app.v3alpha.PatchAppRe
    * @generated from field: platform.resources.app.v3alpha.PatchApp app = 3;
    */
   app?: PatchApp | undefined;
+
+  /**
+   * When given, exactly the fields of `app` it names change (dotted paths relative to `app`, e.g.
+   * `oidc.post_logout_redirect_uris`): to their value in `app`, or to their empty value when absent there;
+   * the fields it does not name stay. Without it, the fields present in `app` change, and an empty list is
+   * not present in binary protobuf: name it here to empty it. Over REST it defaults to the fields of the
+   * JSON body (query parameter `update_mask`, comma-separated).
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 4;
+   */
+  updateMask?: FieldMask | undefined;
 };
 
 /**
@@ -572,7 +704,7 @@ export type PatchAppRequest = Message<"platform.resources.app.v3alpha.PatchAppRe
  * Use `create(PatchAppRequestSchema)` to create a new message.
  */
 export const PatchAppRequestSchema: GenMessage<PatchAppRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 14);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 16);
 
 /**
  * Response of PatchApp.
@@ -593,7 +725,7 @@ export type PatchAppResponse = Message<"platform.resources.app.v3alpha.PatchAppR
  * Use `create(PatchAppResponseSchema)` to create a new message.
  */
 export const PatchAppResponseSchema: GenMessage<PatchAppResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 15);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 17);
 
 /**
  * Request of DeleteApp.
@@ -621,7 +753,7 @@ export type DeleteAppRequest = Message<"platform.resources.app.v3alpha.DeleteApp
  * Use `create(DeleteAppRequestSchema)` to create a new message.
  */
 export const DeleteAppRequestSchema: GenMessage<DeleteAppRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 16);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 18);
 
 /**
  * Response of DeleteApp.
@@ -642,7 +774,7 @@ export type DeleteAppResponse = Message<"platform.resources.app.v3alpha.DeleteAp
  * Use `create(DeleteAppResponseSchema)` to create a new message.
  */
 export const DeleteAppResponseSchema: GenMessage<DeleteAppResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 17);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 19);
 
 /**
  * Request of SearchApps.
@@ -684,7 +816,7 @@ export type SearchAppsRequest = Message<"platform.resources.app.v3alpha.SearchAp
  * Use `create(SearchAppsRequestSchema)` to create a new message.
  */
 export const SearchAppsRequestSchema: GenMessage<SearchAppsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 18);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 20);
 
 /**
  * Response of SearchApps.
@@ -719,7 +851,7 @@ export type SearchAppsResponse = Message<"platform.resources.app.v3alpha.SearchA
  * Use `create(SearchAppsResponseSchema)` to create a new message.
  */
 export const SearchAppsResponseSchema: GenMessage<SearchAppsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 19);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 21);
 
 /**
  * Request of RegenerateAppSecret.
@@ -747,7 +879,7 @@ export type RegenerateAppSecretRequest = Message<"platform.resources.app.v3alpha
  * Use `create(RegenerateAppSecretRequestSchema)` to create a new message.
  */
 export const RegenerateAppSecretRequestSchema: GenMessage<RegenerateAppSecretRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 20);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 22);
 
 /**
  * Response of RegenerateAppSecret.
@@ -775,7 +907,7 @@ export type RegenerateAppSecretResponse = Message<"platform.resources.app.v3alph
  * Use `create(RegenerateAppSecretResponseSchema)` to create a new message.
  */
 export const RegenerateAppSecretResponseSchema: GenMessage<RegenerateAppSecretResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 21);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 23);
 
 /**
  * A key to add.
@@ -804,7 +936,7 @@ export type CreateAppKey = Message<"platform.resources.app.v3alpha.CreateAppKey"
  * Use `create(CreateAppKeySchema)` to create a new message.
  */
 export const CreateAppKeySchema: GenMessage<CreateAppKey> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 22);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 24);
 
 /**
  * Request of CreateAppKey.
@@ -839,7 +971,7 @@ export type CreateAppKeyRequest = Message<"platform.resources.app.v3alpha.Create
  * Use `create(CreateAppKeyRequestSchema)` to create a new message.
  */
 export const CreateAppKeyRequestSchema: GenMessage<CreateAppKeyRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 23);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 25);
 
 /**
  * Response of CreateAppKey.
@@ -876,7 +1008,7 @@ export type CreateAppKeyResponse = Message<"platform.resources.app.v3alpha.Creat
  * Use `create(CreateAppKeyResponseSchema)` to create a new message.
  */
 export const CreateAppKeyResponseSchema: GenMessage<CreateAppKeyResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 24);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 26);
 
 /**
  * A key of an application as read (the public key only).
@@ -911,7 +1043,7 @@ export type AppKey = Message<"platform.resources.app.v3alpha.AppKey"> & {
  * Use `create(AppKeySchema)` to create a new message.
  */
 export const AppKeySchema: GenMessage<AppKey> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 25);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 27);
 
 /**
  * Request of ListAppKeys.
@@ -946,7 +1078,7 @@ export type ListAppKeysRequest = Message<"platform.resources.app.v3alpha.ListApp
  * Use `create(ListAppKeysRequestSchema)` to create a new message.
  */
 export const ListAppKeysRequestSchema: GenMessage<ListAppKeysRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 26);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 28);
 
 /**
  * Response of ListAppKeys.
@@ -974,7 +1106,7 @@ export type ListAppKeysResponse = Message<"platform.resources.app.v3alpha.ListAp
  * Use `create(ListAppKeysResponseSchema)` to create a new message.
  */
 export const ListAppKeysResponseSchema: GenMessage<ListAppKeysResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 27);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 29);
 
 /**
  * Request of DeleteAppKey.
@@ -1009,7 +1141,7 @@ export type DeleteAppKeyRequest = Message<"platform.resources.app.v3alpha.Delete
  * Use `create(DeleteAppKeyRequestSchema)` to create a new message.
  */
 export const DeleteAppKeyRequestSchema: GenMessage<DeleteAppKeyRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 28);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 30);
 
 /**
  * Response of DeleteAppKey.
@@ -1030,7 +1162,7 @@ export type DeleteAppKeyResponse = Message<"platform.resources.app.v3alpha.Delet
  * Use `create(DeleteAppKeyResponseSchema)` to create a new message.
  */
 export const DeleteAppKeyResponseSchema: GenMessage<DeleteAppKeyResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_app_v3alpha_app_service, 29);
+  messageDesc(file_platform_resources_app_v3alpha_app_service, 31);
 
 /**
  * Response type an OIDC app may ask for at the authorization endpoint.
@@ -1353,11 +1485,15 @@ export const PlatformApps: GenService<{
     output: typeof GetAppResponseSchema;
   },
   /**
-   * Changes the name and/or replaces the configuration (permission project.app.write). A configuration
-   * given replaces the whole configuration and is checked as on creation; it must be of the app's kind
+   * Changes the fields present and nothing else (permission project.app.write): `{"oidc":
+   * {"redirect_uris": [...]}}` replaces the redirect URIs and keeps every other setting. A list given
+   * replaces the list; to empty a list, send `[]` over REST or name it in `update_mask` (e.g.
+   * `update_mask=oidc.post_logout_redirect_uris`). The configuration that results is checked as on
+   * creation (errors name the field, e.g. `app.oidc.redirect_uris[0]`), and must be of the app's kind
    * (OIDC or API, FAILED_PRECONDITION otherwise). Switching to an authentication method without a secret
    * removes the secret at once; switching to one with a secret needs RegenerateAppSecret. A patch that
    * changes nothing succeeds and stores nothing.
+   * @example {"oidc": {"redirect_uris": ["https://shop.example.com/callback", "https://shop.example.com/callback2"]}}
    *
    * @generated from rpc platform.resources.app.v3alpha.PlatformApps.PatchApp
    */

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/resources/idp/v3alpha/idp.proto.
  */
 export const file_platform_resources_idp_v3alpha_idp: GenFile = /*@__PURE__*/
-  fileDesc("CihwbGF0Zm9ybS9yZXNvdXJjZXMvaWRwL3YzYWxwaGEvaWRwLnByb3RvEh5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEinAEKA0lEUBIXCgRuYW1lGAEgASgJQgnK8xgFCAEYyAESQgoMc3RhdGVfcG9saWN5GAIgASgOMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuU3RhdGVQb2xpY3lCBsrzGAIwARI4CgdvcHRpb25zGAMgASgLMicucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLk9wdGlvbnMi1gEKCFBhdGNoSURQEhwKBG5hbWUYASABKAlCCcrzGAUQARjIAUgAiAEBEkcKDHN0YXRlX3BvbGljeRgCIAEoDjIkLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlUG9saWN5QgbK8xgCMAFIAYgBARI9CgdvcHRpb25zGAMgASgLMicucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLk9wdGlvbnNIAogBAUIHCgVfbmFtZUIPCg1fc3RhdGVfcG9saWN5QgoKCF9vcHRpb25zItMBCgdPcHRpb25zEiEKGWlzX21hbnVhbF9saW5raW5nX2FsbG93ZWQYASABKAgSIgoaaXNfbWFudWFsX2NyZWF0aW9uX2FsbG93ZWQYAiABKAgSGAoQaXNfYXV0b19jcmVhdGlvbhgDIAEoCBIWCg5pc19hdXRvX3VwZGF0ZRgEIAEoCBJPCgxhdXRvX2xpbmtpbmcYBSABKA4yMS5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuQXV0b0xpbmtpbmdPcHRpb25CBsrzGAIwASKJAgoGR2V0SURQEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEi8KBnBhcmVudBgCIAEoCzIfLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlBhcmVudBItCgVzdGF0ZRgDIAEoDjIeLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlEjoKBHR5cGUYBCABKA4yLC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUHJvdmlkZXJUeXBlEjAKA2lkcBgFIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5JRFAijgEKD0NvZGVob3N0QkNvbmZpZxIcCgljbGllbnRfaWQYASABKAlCCcrzGAUIARjIARInCg1jbGllbnRfc2VjcmV0GAIgASgJQgvK8xgHCAEQARjoB0gAiAEBEiIKBnNjb3BlcxgDIAMoCUISyvMYDhABGMgBIgVeXFMrJEAyQhAKDl9jbGllbnRfc2VjcmV0IqQBChRQYXRjaENvZGVob3N0QkNvbmZpZxIhCgljbGllbnRfaWQYASABKAlCCcrzGAUQARjIAUgAiAEBEiUKDWNsaWVudF9zZWNyZXQYAiABKAlCCcrzGAUQARjoB0gBiAEBEiIKBnNjb3BlcxgDIAMoCUISyvMYDhABGMgBIgVeXFMrJEAyQgwKCl9jbGllbnRfaWRCEAoOX2NsaWVudF9zZWNyZXQikQEKDENvZGVob3N0QklEUBI4CgNpZHAYASABKAsyIy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuSURQQgbK8xgCCAESRwoGY29uZmlnGAIgASgLMi8ucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLkNvZGVob3N0QkNvbmZpZ0IGyvMYAggBIpABChFQYXRjaENvZGVob3N0QklEUBI1CgNpZHAYASABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hJRFASRAoGY29uZmlnGAIgASgLMjQucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlBhdGNoQ29kZWhvc3RCQ29uZmlnIpsCCg9HZXRDb2RlaG9zdEJJRFASMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMSLwoGcGFyZW50GAIgASgLMh8ucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUGFyZW50Ei0KBXN0YXRlGAMgASgOMh4ucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuU3RhdGUSOgoEdHlwZRgEIAEoDjIsLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5Qcm92aWRlclR5cGUSOQoDaWRwGAUgASgLMiwucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLkNvZGVob3N0QklEUCK1AQoZQ29kZWhvc3RCU2VsZkhvc3RlZENvbmZpZxIbCgZpc3N1ZXIYASABKAlCC8rzGAcIARjoBygBEhwKCWNsaWVudF9pZBgCIAEoCUIJyvMYBQgBGMgBEicKDWNsaWVudF9zZWNyZXQYAyABKAlCC8rzGAcIARABGOgHSACIAQESIgoGc2NvcGVzGAQgAygJQhLK8xgOEAEYyAEiBV5cUyskQDJCEAoOX2NsaWVudF9zZWNyZXQi2wEKHlBhdGNoQ29kZWhvc3RCU2VsZkhvc3RlZENvbmZpZxIgCgZpc3N1ZXIYASABKAlCC8rzGAcQARjoBygBSACIAQESIQoJY2xpZW50X2lkGAIgASgJQgnK8xgFEAEYyAFIAYgBARIlCg1jbGllbnRfc2VjcmV0GAMgASgJQgnK8xgFEAEY6AdIAogBARIiCgZzY29wZXMYBCADKAlCEsrzGA4QARjIASIFXlxTKyRAMkIJCgdfaXNzdWVyQgwKCl9jbGllbnRfaWRCEAoOX2NsaWVudF9zZWNyZXQipQEKFkNvZGVob3N0QlNlbGZIb3N0ZWRJRFASOAoDaWRwGAEgASgLMiMucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLklEUEIGyvMYAggBElEKBmNvbmZpZxgCIAEoCzI5LnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5Db2RlaG9zdEJTZWxmSG9zdGVkQ29uZmlnQgbK8xgCCAEipAEKG1BhdGNoQ29kZWhvc3RCU2VsZkhvc3RlZElEUBI1CgNpZHAYASABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hJRFASTgoGY29uZmlnGAIgASgLMj4ucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlBhdGNoQ29kZWhvc3RCU2VsZkhvc3RlZENvbmZpZyKvAgoZR2V0Q29kZWhvc3RCU2VsZkhvc3RlZElEUBIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIvCgZwYXJlbnQYAiABKAsyHy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5QYXJlbnQSLQoFc3RhdGUYAyABKA4yHi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5TdGF0ZRI6CgR0eXBlGAQgASgOMiwucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlByb3ZpZGVyVHlwZRJDCgNpZHAYBSABKAsyNi5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuQ29kZWhvc3RCU2VsZkhvc3RlZElEUCLDAQoKT0lEQ0NvbmZpZxIbCgZpc3N1ZXIYASABKAlCC8rzGAcIARjoBygBEhwKCWNsaWVudF9pZBgCIAEoCUIJyvMYBQgBGMgBEicKDWNsaWVudF9zZWNyZXQYAyABKAlCC8rzGAcIARABGOgHSACIAQESIgoGc2NvcGVzGAQgAygJQhLK8xgOEAEYyAEiBV5cUyskQDISGwoTaXNfaWRfdG9rZW5fbWFwcGluZxgFIAEoCEIQCg5fY2xpZW50X3NlY3JldCKGAgoPUGF0Y2hPSURDQ29uZmlnEiAKBmlzc3VlchgBIAEoCUILyvMYBxABGOgHKAFIAIgBARIhCgljbGllbnRfaWQYAiABKAlCCcrzGAUQARjIAUgBiAEBEiUKDWNsaWVudF9zZWNyZXQYAyABKAlCCcrzGAUQARjoB0gCiAEBEiIKBnNjb3BlcxgEIAMoCUISyvMYDhABGMgBIgVeXFMrJEAyEiAKE2lzX2lkX3Rva2VuX21hcHBpbmcYBSABKAhIA4gBAUIJCgdfaXNzdWVyQgwKCl9jbGllbnRfaWRCEAoOX2NsaWVudF9zZWNyZXRCFgoUX2lzX2lkX3Rva2VuX21hcHBpbmcihwEKB09JRENJRFASOAoDaWRwGAEgASgLMiMucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLklEUEIGyvMYAggBEkIKBmNvbmZpZxgCIAEoCzIqLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5PSURDQ29uZmlnQgbK8xgCCAEihgEKDFBhdGNoT0lEQ0lEUBI1CgNpZHAYASABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hJRFASPwoGY29uZmlnGAIgASgLMi8ucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlBhdGNoT0lEQ0NvbmZpZyKRAgoKR2V0T0lEQ0lEUBIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIvCgZwYXJlbnQYAiABKAsyHy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5QYXJlbnQSLQoFc3RhdGUYAyABKA4yHi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5TdGF0ZRI6CgR0eXBlGAQgASgOMiwucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlByb3ZpZGVyVHlwZRI0CgNpZHAYBSABKAsyJy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuT0lEQ0lEUCKhAgoLT0F1dGhDb25maWcSKwoWYXV0aG9yaXphdGlvbl9lbmRwb2ludBgBIAEoCUILyvMYBwgBGOgHKAESIwoOdG9rZW5fZW5kcG9pbnQYAiABKAlCC8rzGAcIARjoBygBEiIKDXVzZXJfZW5kcG9pbnQYAyABKAlCC8rzGAcIARjoBygBEhwKCWNsaWVudF9pZBgEIAEoCUIJyvMYBQgBGMgBEicKDWNsaWVudF9zZWNyZXQYBSABKAlCC8rzGAcIARABGOgHSACIAQESIgoGc2NvcGVzGAYgAygJQhLK8xgOEAEYyAEiBV5cUyskQDISHwoMaWRfYXR0cmlidXRlGAcgASgJQgnK8xgFCAEYyAFCEAoOX2NsaWVudF9zZWNyZXQinAMKEFBhdGNoT0F1dGhDb25maWcSMAoWYXV0aG9yaXphdGlvbl9lbmRwb2ludBgBIAEoCUILyvMYBxABGOgHKAFIAIgBARIoCg50b2tlbl9lbmRwb2ludBgCIAEoCUILyvMYBxABGOgHKAFIAYgBARInCg11c2VyX2VuZHBvaW50GAMgASgJQgvK8xgHEAEY6AcoAUgCiAEBEiEKCWNsaWVudF9pZBgEIAEoCUIJyvMYBRABGMgBSAOIAQESJQoNY2xpZW50X3NlY3JldBgFIAEoCUIJyvMYBRABGOgHSASIAQESIgoGc2NvcGVzGAYgAygJQhLK8xgOEAEYyAEiBV5cUyskQDISJAoMaWRfYXR0cmlidXRlGAcgASgJQgnK8xgFEAEYyAFIBYgBAUIZChdfYXV0aG9yaXphdGlvbl9lbmRwb2ludEIRCg9fdG9rZW5fZW5kcG9pbnRCEAoOX3VzZXJfZW5kcG9pbnRCDAoKX2NsaWVudF9pZEIQCg5fY2xpZW50X3NlY3JldEIPCg1faWRfYXR0cmlidXRlIokBCghPQXV0aElEUBI4CgNpZHAYASABKAsyIy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuSURQQgbK8xgCCAESQwoGY29uZmlnGAIgASgLMisucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLk9BdXRoQ29uZmlnQgbK8xgCCAEiiAEKDVBhdGNoT0F1dGhJRFASNQoDaWRwGAEgASgLMigucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlBhdGNoSURQEkAKBmNvbmZpZxgCIAEoCzIwLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5QYXRjaE9BdXRoQ29uZmlnIpMCCgtHZXRPQXV0aElEUBIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIvCgZwYXJlbnQYAiABKAsyHy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5QYXJlbnQSLQoFc3RhdGUYAyABKA4yHi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5TdGF0ZRI6CgR0eXBlGAQgASgOMiwucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlByb3ZpZGVyVHlwZRI1CgNpZHAYBSABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuT0F1dGhJRFAiIgoLSURQSURGaWx0ZXISEwoCaWQYASABKAlCB8rzGAMYyAEiaQoNSURQTmFtZUZpbHRlchIVCgRuYW1lGAEgASgJQgfK8xgDGMgBEkEKBm1ldGhvZBgCIAEoDjIpLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlRleHRGaWx0ZXJNZXRob2RCBsrzGAIwASLSAQoPSURQU2VhcmNoRmlsdGVyEjkKAmlkGAEgASgLMisucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLklEUElERmlsdGVySAASPQoEbmFtZRgCIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5JRFBOYW1lRmlsdGVySAASNQoFc3RhdGUYAyABKAsyJC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5TdGF0ZUZpbHRlckgAQg4KBmZpbHRlchIEyPMYASp5ChFBdXRvTGlua2luZ09wdGlvbhIjCh9BVVRPX0xJTktJTkdfT1BUSU9OX1VOU1BFQ0lGSUVEEAASIAocQVVUT19MSU5LSU5HX09QVElPTl9VU0VSTkFNRRABEh0KGUFVVE9fTElOS0lOR19PUFRJT05fRU1BSUwQAiqAAwoMUHJvdmlkZXJUeXBlEh0KGVBST1ZJREVSX1RZUEVfVU5TUEVDSUZJRUQQABIWChJQUk9WSURFUl9UWVBFX09JREMQARIVChFQUk9WSURFUl9UWVBFX0pXVBACEhYKElBST1ZJREVSX1RZUEVfTERBUBADEhcKE1BST1ZJREVSX1RZUEVfT0FVVEgQBBIeChpQUk9WSURFUl9UWVBFX0RJUkVDVE9SWV9BRBAFEhwKGFBST1ZJREVSX1RZUEVfQ09ERUhPU1RfQRAGEh8KG1BST1ZJREVSX1RZUEVfQ09ERUhPU1RfQV9FUxAHEhwKGFBST1ZJREVSX1RZUEVfQ09ERUhPU1RfQhAIEigKJFBST1ZJREVSX1RZUEVfQ09ERUhPU1RfQl9TRUxGX0hPU1RFRBAJEhgKFFBST1ZJREVSX1RZUEVfU0VBUkNIEAoSGAoUUFJPVklERVJfVFlQRV9ERVZJQ0UQCxIWChJQUk9WSURFUl9UWVBFX1NBTUwQDCpHCgxJRFBGaWVsZE5hbWUSHgoaSURQX0ZJRUxEX05BTUVfVU5TUEVDSUZJRUQQABIXChNJRFBfRklFTERfTkFNRV9OQU1FEAFiBnByb3RvMw", [file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("CihwbGF0Zm9ybS9yZXNvdXJjZXMvaWRwL3YzYWxwaGEvaWRwLnByb3RvEh5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEinAEKA0lEUBIXCgRuYW1lGAEgASgJQgnK8xgFCAEYyAESQgoMc3RhdGVfcG9saWN5GAIgASgOMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuU3RhdGVQb2xpY3lCBsrzGAIwARI4CgdvcHRpb25zGAMgASgLMicucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLk9wdGlvbnMiygEKCFBhdGNoSURQEhwKBG5hbWUYASABKAlCCcrzGAUQARjIAUgAiAEBEkcKDHN0YXRlX3BvbGljeRgCIAEoDjIkLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlUG9saWN5QgbK8xgCMAFIAYgBARI9CgdvcHRpb25zGAMgASgLMiwucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlBhdGNoT3B0aW9uc0IHCgVfbmFtZUIPCg1fc3RhdGVfcG9saWN5IucCCgxQYXRjaE9wdGlvbnMSJgoZaXNfbWFudWFsX2xpbmtpbmdfYWxsb3dlZBgBIAEoCEgAiAEBEicKGmlzX21hbnVhbF9jcmVhdGlvbl9hbGxvd2VkGAIgASgISAGIAQESHQoQaXNfYXV0b19jcmVhdGlvbhgDIAEoCEgCiAEBEhsKDmlzX2F1dG9fdXBkYXRlGAQgASgISAOIAQESVAoMYXV0b19saW5raW5nGAUgASgOMjEucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLkF1dG9MaW5raW5nT3B0aW9uQgbK8xgCMAFIBIgBAUIcChpfaXNfbWFudWFsX2xpbmtpbmdfYWxsb3dlZEIdChtfaXNfbWFudWFsX2NyZWF0aW9uX2FsbG93ZWRCEwoRX2lzX2F1dG9fY3JlYXRpb25CEQoPX2lzX2F1dG9fdXBkYXRlQg8KDV9hdXRvX2xpbmtpbmci0wEKB09wdGlvbnMSIQoZaXNfbWFudWFsX2xpbmtpbmdfYWxsb3dlZBgBIAEoCBIiChppc19tYW51YWxfY3JlYXRpb25fYWxsb3dlZBgCIAEoCBIYChBpc19hdXRvX2NyZWF0aW9uGAMgASgIEhYKDmlzX2F1dG9fdXBkYXRlGAQgASgIEk8KDGF1dG9fbGlua2luZxgFIAEoDjIxLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5BdXRvTGlua2luZ09wdGlvbkIGyvMYAjABIokCCgZHZXRJRFASMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMSLwoGcGFyZW50GAIgASgLMh8ucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUGFyZW50Ei0KBXN0YXRlGAMgASgOMh4ucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuU3RhdGUSOgoEdHlwZRgEIAEoDjIsLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5Qcm92aWRlclR5cGUSMAoDaWRwGAUgASgLMiMucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLklEUCKOAQoPQ29kZWhvc3RCQ29uZmlnEhwKCWNsaWVudF9pZBgBIAEoCUIJyvMYBQgBGMgBEicKDWNsaWVudF9zZWNyZXQYAiABKAlCC8rzGAcIARABGOgHSACIAQESIgoGc2NvcGVzGAMgAygJQhLK8xgOEAEYyAEiBV5cUyskQDJCEAoOX2NsaWVudF9zZWNyZXQipAEKFFBhdGNoQ29kZWhvc3RCQ29uZmlnEiEKCWNsaWVudF9pZBgBIAEoCUIJyvMYBRABGMgBSACIAQESJQoNY2xpZW50X3NlY3JldBgCIAEoCUIJyvMYBRABGOgHSAGIAQESIgoGc2NvcGVzGAMgAygJQhLK8xgOEAEYyAEiBV5cUyskQDJCDAoKX2NsaWVudF9pZEIQCg5fY2xpZW50X3NlY3JldCKRAQoMQ29kZWhvc3RCSURQEjgKA2lkcBgBIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5JRFBCBsrzGAIIARJHCgZjb25maWcYAiABKAsyLy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuQ29kZWhvc3RCQ29uZmlnQgbK8xgCCAEikAEKEVBhdGNoQ29kZWhvc3RCSURQEjUKA2lkcBgBIAEoCzIoLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5QYXRjaElEUBJECgZjb25maWcYAiABKAsyNC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hDb2RlaG9zdEJDb25maWcimwIKD0dldENvZGVob3N0QklEUBIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxIvCgZwYXJlbnQYAiABKAsyHy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5QYXJlbnQSLQoFc3RhdGUYAyABKA4yHi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5TdGF0ZRI6CgR0eXBlGAQgASgOMiwucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlByb3ZpZGVyVHlwZRI5CgNpZHAYBSABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuQ29kZWhvc3RCSURQIrUBChlDb2RlaG9zdEJTZWxmSG9zdGVkQ29uZmlnEhsKBmlzc3VlchgBIAEoCUILyvMYBwgBGOgHKAESHAoJY2xpZW50X2lkGAIgASgJQgnK8xgFCAEYyAESJwoNY2xpZW50X3NlY3JldBgDIAEoCUILyvMYBwgBEAEY6AdIAIgBARIiCgZzY29wZXMYBCADKAlCEsrzGA4QARjIASIFXlxTKyRAMkIQCg5fY2xpZW50X3NlY3JldCLbAQoeUGF0Y2hDb2RlaG9zdEJTZWxmSG9zdGVkQ29uZmlnEiAKBmlzc3VlchgBIAEoCUILyvMYBxABGOgHKAFIAIgBARIhCgljbGllbnRfaWQYAiABKAlCCcrzGAUQARjIAUgBiAEBEiUKDWNsaWVudF9zZWNyZXQYAyABKAlCCcrzGAUQARjoB0gCiAEBEiIKBnNjb3BlcxgEIAMoCUISyvMYDhABGMgBIgVeXFMrJEAyQgkKB19pc3N1ZXJCDAoKX2NsaWVudF9pZEIQCg5fY2xpZW50X3NlY3JldCKlAQoWQ29kZWhvc3RCU2VsZkhvc3RlZElEUBI4CgNpZHAYASABKAsyIy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuSURQQgbK8xgCCAESUQoGY29uZmlnGAIgASgLMjkucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLkNvZGVob3N0QlNlbGZIb3N0ZWRDb25maWdCBsrzGAIIASKkAQobUGF0Y2hDb2RlaG9zdEJTZWxmSG9zdGVkSURQEjUKA2lkcBgBIAEoCzIoLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5QYXRjaElEUBJOCgZjb25maWcYAiABKAsyPi5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hDb2RlaG9zdEJTZWxmSG9zdGVkQ29uZmlnIq8CChlHZXRDb2RlaG9zdEJTZWxmSG9zdGVkSURQEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEi8KBnBhcmVudBgCIAEoCzIfLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlBhcmVudBItCgVzdGF0ZRgDIAEoDjIeLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlEjoKBHR5cGUYBCABKA4yLC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUHJvdmlkZXJUeXBlEkMKA2lkcBgFIAEoCzI2LnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5Db2RlaG9zdEJTZWxmSG9zdGVkSURQIsMBCgpPSURDQ29uZmlnEhsKBmlzc3VlchgBIAEoCUILyvMYBwgBGOgHKAESHAoJY2xpZW50X2lkGAIgASgJQgnK8xgFCAEYyAESJwoNY2xpZW50X3NlY3JldBgDIAEoCUILyvMYBwgBEAEY6AdIAIgBARIiCgZzY29wZXMYBCADKAlCEsrzGA4QARjIASIFXlxTKyRAMhIbChNpc19pZF90b2tlbl9tYXBwaW5nGAUgASgIQhAKDl9jbGllbnRfc2VjcmV0IoYCCg9QYXRjaE9JRENDb25maWcSIAoGaXNzdWVyGAEgASgJQgvK8xgHEAEY6AcoAUgAiAEBEiEKCWNsaWVudF9pZBgCIAEoCUIJyvMYBRABGMgBSAGIAQESJQoNY2xpZW50X3NlY3JldBgDIAEoCUIJyvMYBRABGOgHSAKIAQESIgoGc2NvcGVzGAQgAygJQhLK8xgOEAEYyAEiBV5cUyskQDISIAoTaXNfaWRfdG9rZW5fbWFwcGluZxgFIAEoCEgDiAEBQgkKB19pc3N1ZXJCDAoKX2NsaWVudF9pZEIQCg5fY2xpZW50X3NlY3JldEIWChRfaXNfaWRfdG9rZW5fbWFwcGluZyKHAQoHT0lEQ0lEUBI4CgNpZHAYASABKAsyIy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuSURQQgbK8xgCCAESQgoGY29uZmlnGAIgASgLMioucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLk9JRENDb25maWdCBsrzGAIIASKGAQoMUGF0Y2hPSURDSURQEjUKA2lkcBgBIAEoCzIoLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5QYXRjaElEUBI/CgZjb25maWcYAiABKAsyLy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hPSURDQ29uZmlnIpECCgpHZXRPSURDSURQEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEi8KBnBhcmVudBgCIAEoCzIfLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlBhcmVudBItCgVzdGF0ZRgDIAEoDjIeLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlEjoKBHR5cGUYBCABKA4yLC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUHJvdmlkZXJUeXBlEjQKA2lkcBgFIAEoCzInLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5PSURDSURQIqECCgtPQXV0aENvbmZpZxIrChZhdXRob3JpemF0aW9uX2VuZHBvaW50GAEgASgJQgvK8xgHCAEY6AcoARIjCg50b2tlbl9lbmRwb2ludBgCIAEoCUILyvMYBwgBGOgHKAESIgoNdXNlcl9lbmRwb2ludBgDIAEoCUILyvMYBwgBGOgHKAESHAoJY2xpZW50X2lkGAQgASgJQgnK8xgFCAEYyAESJwoNY2xpZW50X3NlY3JldBgFIAEoCUILyvMYBwgBEAEY6AdIAIgBARIiCgZzY29wZXMYBiADKAlCEsrzGA4QARjIASIFXlxTKyRAMhIfCgxpZF9hdHRyaWJ1dGUYByABKAlCCcrzGAUIARjIAUIQCg5fY2xpZW50X3NlY3JldCKcAwoQUGF0Y2hPQXV0aENvbmZpZxIwChZhdXRob3JpemF0aW9uX2VuZHBvaW50GAEgASgJQgvK8xgHEAEY6AcoAUgAiAEBEigKDnRva2VuX2VuZHBvaW50GAIgASgJQgvK8xgHEAEY6AcoAUgBiAEBEicKDXVzZXJfZW5kcG9pbnQYAyABKAlCC8rzGAcQARjoBygBSAKIAQESIQoJY2xpZW50X2lkGAQgASgJQgnK8xgFEAEYyAFIA4gBARIlCg1jbGllbnRfc2VjcmV0GAUgASgJQgnK8xgFEAEY6AdIBIgBARIiCgZzY29wZXMYBiADKAlCEsrzGA4QARjIASIFXlxTKyRAMhIkCgxpZF9hdHRyaWJ1dGUYByABKAlCCcrzGAUQARjIAUgFiAEBQhkKF19hdXRob3JpemF0aW9uX2VuZHBvaW50QhEKD190b2tlbl9lbmRwb2ludEIQCg5fdXNlcl9lbmRwb2ludEIMCgpfY2xpZW50X2lkQhAKDl9jbGllbnRfc2VjcmV0Qg8KDV9pZF9hdHRyaWJ1dGUiiQEKCE9BdXRoSURQEjgKA2lkcBgBIAEoCzIjLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5JRFBCBsrzGAIIARJDCgZjb25maWcYAiABKAsyKy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuT0F1dGhDb25maWdCBsrzGAIIASKIAQoNUGF0Y2hPQXV0aElEUBI1CgNpZHAYASABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUGF0Y2hJRFASQAoGY29uZmlnGAIgASgLMjAucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLlBhdGNoT0F1dGhDb25maWcikwIKC0dldE9BdXRoSURQEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEi8KBnBhcmVudBgCIAEoCzIfLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlBhcmVudBItCgVzdGF0ZRgDIAEoDjIeLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlEjoKBHR5cGUYBCABKA4yLC5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuUHJvdmlkZXJUeXBlEjUKA2lkcBgFIAEoCzIoLnBsYXRmb3JtLnJlc291cmNlcy5pZHAudjNhbHBoYS5PQXV0aElEUCIiCgtJRFBJREZpbHRlchITCgJpZBgBIAEoCUIHyvMYAxjIASJpCg1JRFBOYW1lRmlsdGVyEhUKBG5hbWUYASABKAlCB8rzGAMYyAESQQoGbWV0aG9kGAIgASgOMikucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuVGV4dEZpbHRlck1ldGhvZEIGyvMYAjABItIBCg9JRFBTZWFyY2hGaWx0ZXISOQoCaWQYASABKAsyKy5wbGF0Zm9ybS5yZXNvdXJjZXMuaWRwLnYzYWxwaGEuSURQSURGaWx0ZXJIABI9CgRuYW1lGAIgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLmlkcC52M2FscGhhLklEUE5hbWVGaWx0ZXJIABI1CgVzdGF0ZRgDIAEoCzIkLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlN0YXRlRmlsdGVySABCDgoGZmlsdGVyEgTI8xgBKnkKEUF1dG9MaW5raW5nT3B0aW9uEiMKH0FVVE9fTElOS0lOR19PUFRJT05fVU5TUEVDSUZJRUQQABIgChxBVVRPX0xJTktJTkdfT1BUSU9OX1VTRVJOQU1FEAESHQoZQVVUT19MSU5LSU5HX09QVElPTl9FTUFJTBACKoADCgxQcm92aWRlclR5cGUSHQoZUFJPVklERVJfVFlQRV9VTlNQRUNJRklFRBAAEhYKElBST1ZJREVSX1RZUEVfT0lEQxABEhUKEVBST1ZJREVSX1RZUEVfSldUEAISFgoSUFJPVklERVJfVFlQRV9MREFQEAMSFwoTUFJPVklERVJfVFlQRV9PQVVUSBAEEh4KGlBST1ZJREVSX1RZUEVfRElSRUNUT1JZX0FEEAUSHAoYUFJPVklERVJfVFlQRV9DT0RFSE9TVF9BEAYSHwobUFJPVklERVJfVFlQRV9DT0RFSE9TVF9BX0VTEAcSHAoYUFJPVklERVJfVFlQRV9DT0RFSE9TVF9CEAgSKAokUFJPVklERVJfVFlQRV9DT0RFSE9TVF9CX1NFTEZfSE9TVEVEEAkSGAoUUFJPVklERVJfVFlQRV9TRUFSQ0gQChIYChRQUk9WSURFUl9UWVBFX0RFVklDRRALEhYKElBST1ZJREVSX1RZUEVfU0FNTBAMKkcKDElEUEZpZWxkTmFtZRIeChpJRFBfRklFTERfTkFNRV9VTlNQRUNJRklFRBAAEhcKE0lEUF9GSUVMRF9OQU1FX05BTUUQAWIGcHJvdG8z", [file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
  * The type-agnostic fields of an identity provider.
@@ -78,11 +78,11 @@ export type PatchIDP = Message<"platform.resources.idp.v3alpha.PatchIDP"> & {
   statePolicy?: StatePolicy | undefined;
 
   /**
-   * New options (replace all options).
+   * Options to change; the options not given keep their values.
    *
-   * @generated from field: optional platform.resources.idp.v3alpha.Options options = 3;
+   * @generated from field: platform.resources.idp.v3alpha.PatchOptions options = 3;
    */
-  options?: Options | undefined;
+  options?: PatchOptions | undefined;
 };
 
 /**
@@ -91,6 +91,55 @@ export type PatchIDP = Message<"platform.resources.idp.v3alpha.PatchIDP"> & {
  */
 export const PatchIDPSchema: GenMessage<PatchIDP> = /*@__PURE__*/
   messageDesc(file_platform_resources_idp_v3alpha_idp, 1);
+
+/**
+ * Options of an identity provider to change; only those present are changed.
+ *
+ * @generated from message platform.resources.idp.v3alpha.PatchOptions
+ */
+export type PatchOptions = Message<"platform.resources.idp.v3alpha.PatchOptions"> & {
+  /**
+   * New value of `is_manual_linking_allowed`.
+   *
+   * @generated from field: optional bool is_manual_linking_allowed = 1;
+   */
+  isManualLinkingAllowed?: boolean | undefined;
+
+  /**
+   * New value of `is_manual_creation_allowed`.
+   *
+   * @generated from field: optional bool is_manual_creation_allowed = 2;
+   */
+  isManualCreationAllowed?: boolean | undefined;
+
+  /**
+   * New value of `is_auto_creation`.
+   *
+   * @generated from field: optional bool is_auto_creation = 3;
+   */
+  isAutoCreation?: boolean | undefined;
+
+  /**
+   * New value of `is_auto_update`.
+   *
+   * @generated from field: optional bool is_auto_update = 4;
+   */
+  isAutoUpdate?: boolean | undefined;
+
+  /**
+   * New value of `auto_linking`.
+   *
+   * @generated from field: optional platform.resources.idp.v3alpha.AutoLinkingOption auto_linking = 5;
+   */
+  autoLinking?: AutoLinkingOption | undefined;
+};
+
+/**
+ * Describes the message platform.resources.idp.v3alpha.PatchOptions.
+ * Use `create(PatchOptionsSchema)` to create a new message.
+ */
+export const PatchOptionsSchema: GenMessage<PatchOptions> = /*@__PURE__*/
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 2);
 
 /**
  * How accounts of an identity provider are created and linked on sign-in.
@@ -141,7 +190,7 @@ export type Options = Message<"platform.resources.idp.v3alpha.Options"> & {
  * Use `create(OptionsSchema)` to create a new message.
  */
 export const OptionsSchema: GenMessage<Options> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 2);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 3);
 
 /**
  * An identity provider as seen from a context (type-agnostic, as searches return it).
@@ -190,7 +239,7 @@ export type GetIDP = Message<"platform.resources.idp.v3alpha.GetIDP"> & {
  * Use `create(GetIDPSchema)` to create a new message.
  */
 export const GetIDPSchema: GenMessage<GetIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 3);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 4);
 
 /**
  * Configuration of a code host B provider.
@@ -225,7 +274,7 @@ export type CodehostBConfig = Message<"platform.resources.idp.v3alpha.CodehostBC
  * Use `create(CodehostBConfigSchema)` to create a new message.
  */
 export const CodehostBConfigSchema: GenMessage<CodehostBConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 4);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 5);
 
 /**
  * Configuration of a code host B provider to change; only fields present are changed.
@@ -248,7 +297,8 @@ export type PatchCodehostBConfig = Message<"platform.resources.idp.v3alpha.Patch
   clientSecret?: string | undefined;
 
   /**
-   * New scopes: a non-empty list replaces the provider's scopes (an empty list changes nothing).
+   * New scopes: a list given replaces the provider's scopes. Emptied (`[]` over REST, or named in the
+   * request's `update_mask`), the provider's default scopes apply again.
    *
    * @generated from field: repeated string scopes = 3;
    */
@@ -260,7 +310,7 @@ export type PatchCodehostBConfig = Message<"platform.resources.idp.v3alpha.Patch
  * Use `create(PatchCodehostBConfigSchema)` to create a new message.
  */
 export const PatchCodehostBConfigSchema: GenMessage<PatchCodehostBConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 5);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 6);
 
 /**
  * A code host B provider.
@@ -288,7 +338,7 @@ export type CodehostBIDP = Message<"platform.resources.idp.v3alpha.CodehostBIDP"
  * Use `create(CodehostBIDPSchema)` to create a new message.
  */
 export const CodehostBIDPSchema: GenMessage<CodehostBIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 6);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 7);
 
 /**
  * Changes of a code host B provider.
@@ -316,7 +366,7 @@ export type PatchCodehostBIDP = Message<"platform.resources.idp.v3alpha.PatchCod
  * Use `create(PatchCodehostBIDPSchema)` to create a new message.
  */
 export const PatchCodehostBIDPSchema: GenMessage<PatchCodehostBIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 7);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 8);
 
 /**
  * A code host B provider as seen from a context.
@@ -365,7 +415,7 @@ export type GetCodehostBIDP = Message<"platform.resources.idp.v3alpha.GetCodehos
  * Use `create(GetCodehostBIDPSchema)` to create a new message.
  */
 export const GetCodehostBIDPSchema: GenMessage<GetCodehostBIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 8);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 9);
 
 /**
  * Configuration of a self-hosted code host B provider: as code host B, plus its issuer.
@@ -407,7 +457,7 @@ export type CodehostBSelfHostedConfig = Message<"platform.resources.idp.v3alpha.
  * Use `create(CodehostBSelfHostedConfigSchema)` to create a new message.
  */
 export const CodehostBSelfHostedConfigSchema: GenMessage<CodehostBSelfHostedConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 9);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 10);
 
 /**
  * Configuration of a self-hosted code host B provider to change.
@@ -437,7 +487,8 @@ export type PatchCodehostBSelfHostedConfig = Message<"platform.resources.idp.v3a
   clientSecret?: string | undefined;
 
   /**
-   * New scopes: a non-empty list replaces the provider's scopes (an empty list changes nothing).
+   * New scopes: a list given replaces the provider's scopes. Emptied (`[]` over REST, or named in the
+   * request's `update_mask`), the provider's default scopes apply again.
    *
    * @generated from field: repeated string scopes = 4;
    */
@@ -449,7 +500,7 @@ export type PatchCodehostBSelfHostedConfig = Message<"platform.resources.idp.v3a
  * Use `create(PatchCodehostBSelfHostedConfigSchema)` to create a new message.
  */
 export const PatchCodehostBSelfHostedConfigSchema: GenMessage<PatchCodehostBSelfHostedConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 10);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 11);
 
 /**
  * A self-hosted code host B provider.
@@ -477,7 +528,7 @@ export type CodehostBSelfHostedIDP = Message<"platform.resources.idp.v3alpha.Cod
  * Use `create(CodehostBSelfHostedIDPSchema)` to create a new message.
  */
 export const CodehostBSelfHostedIDPSchema: GenMessage<CodehostBSelfHostedIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 11);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 12);
 
 /**
  * Changes of a self-hosted code host B provider.
@@ -505,7 +556,7 @@ export type PatchCodehostBSelfHostedIDP = Message<"platform.resources.idp.v3alph
  * Use `create(PatchCodehostBSelfHostedIDPSchema)` to create a new message.
  */
 export const PatchCodehostBSelfHostedIDPSchema: GenMessage<PatchCodehostBSelfHostedIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 12);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 13);
 
 /**
  * A self-hosted code host B provider as seen from a context.
@@ -554,7 +605,7 @@ export type GetCodehostBSelfHostedIDP = Message<"platform.resources.idp.v3alpha.
  * Use `create(GetCodehostBSelfHostedIDPSchema)` to create a new message.
  */
 export const GetCodehostBSelfHostedIDPSchema: GenMessage<GetCodehostBSelfHostedIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 13);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 14);
 
 /**
  * Configuration of a generic OpenID Connect provider.
@@ -604,7 +655,7 @@ export type OIDCConfig = Message<"platform.resources.idp.v3alpha.OIDCConfig"> & 
  * Use `create(OIDCConfigSchema)` to create a new message.
  */
 export const OIDCConfigSchema: GenMessage<OIDCConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 14);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 15);
 
 /**
  * Configuration of a generic OpenID Connect provider to change.
@@ -634,7 +685,8 @@ export type PatchOIDCConfig = Message<"platform.resources.idp.v3alpha.PatchOIDCC
   clientSecret?: string | undefined;
 
   /**
-   * New scopes: a non-empty list replaces the provider's scopes (an empty list changes nothing).
+   * New scopes: a list given replaces the provider's scopes. Emptied (`[]` over REST, or named in the
+   * request's `update_mask`), the provider's default scopes apply again.
    *
    * @generated from field: repeated string scopes = 4;
    */
@@ -653,7 +705,7 @@ export type PatchOIDCConfig = Message<"platform.resources.idp.v3alpha.PatchOIDCC
  * Use `create(PatchOIDCConfigSchema)` to create a new message.
  */
 export const PatchOIDCConfigSchema: GenMessage<PatchOIDCConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 15);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 16);
 
 /**
  * A generic OpenID Connect provider.
@@ -681,7 +733,7 @@ export type OIDCIDP = Message<"platform.resources.idp.v3alpha.OIDCIDP"> & {
  * Use `create(OIDCIDPSchema)` to create a new message.
  */
 export const OIDCIDPSchema: GenMessage<OIDCIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 16);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 17);
 
 /**
  * Changes of a generic OpenID Connect provider.
@@ -709,7 +761,7 @@ export type PatchOIDCIDP = Message<"platform.resources.idp.v3alpha.PatchOIDCIDP"
  * Use `create(PatchOIDCIDPSchema)` to create a new message.
  */
 export const PatchOIDCIDPSchema: GenMessage<PatchOIDCIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 17);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 18);
 
 /**
  * A generic OpenID Connect provider as seen from a context.
@@ -758,7 +810,7 @@ export type GetOIDCIDP = Message<"platform.resources.idp.v3alpha.GetOIDCIDP"> & 
  * Use `create(GetOIDCIDPSchema)` to create a new message.
  */
 export const GetOIDCIDPSchema: GenMessage<GetOIDCIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 18);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 19);
 
 /**
  * Configuration of a generic OAuth 2.0 provider.
@@ -821,7 +873,7 @@ export type OAuthConfig = Message<"platform.resources.idp.v3alpha.OAuthConfig"> 
  * Use `create(OAuthConfigSchema)` to create a new message.
  */
 export const OAuthConfigSchema: GenMessage<OAuthConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 19);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 20);
 
 /**
  * Configuration of a generic OAuth 2.0 provider to change.
@@ -865,7 +917,8 @@ export type PatchOAuthConfig = Message<"platform.resources.idp.v3alpha.PatchOAut
   clientSecret?: string | undefined;
 
   /**
-   * New scopes: a non-empty list replaces the provider's scopes (an empty list changes nothing).
+   * New scopes: a list given replaces the provider's scopes. Emptied (`[]` over REST, or named in the
+   * request's `update_mask`), the provider's default scopes apply again.
    *
    * @generated from field: repeated string scopes = 6;
    */
@@ -884,7 +937,7 @@ export type PatchOAuthConfig = Message<"platform.resources.idp.v3alpha.PatchOAut
  * Use `create(PatchOAuthConfigSchema)` to create a new message.
  */
 export const PatchOAuthConfigSchema: GenMessage<PatchOAuthConfig> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 20);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 21);
 
 /**
  * A generic OAuth 2.0 provider.
@@ -912,7 +965,7 @@ export type OAuthIDP = Message<"platform.resources.idp.v3alpha.OAuthIDP"> & {
  * Use `create(OAuthIDPSchema)` to create a new message.
  */
 export const OAuthIDPSchema: GenMessage<OAuthIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 21);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 22);
 
 /**
  * Changes of a generic OAuth 2.0 provider.
@@ -940,7 +993,7 @@ export type PatchOAuthIDP = Message<"platform.resources.idp.v3alpha.PatchOAuthID
  * Use `create(PatchOAuthIDPSchema)` to create a new message.
  */
 export const PatchOAuthIDPSchema: GenMessage<PatchOAuthIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 22);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 23);
 
 /**
  * A generic OAuth 2.0 provider as seen from a context.
@@ -989,7 +1042,7 @@ export type GetOAuthIDP = Message<"platform.resources.idp.v3alpha.GetOAuthIDP"> 
  * Use `create(GetOAuthIDPSchema)` to create a new message.
  */
 export const GetOAuthIDPSchema: GenMessage<GetOAuthIDP> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 23);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 24);
 
 /**
  * Matches a provider by ID.
@@ -1010,7 +1063,7 @@ export type IDPIDFilter = Message<"platform.resources.idp.v3alpha.IDPIDFilter"> 
  * Use `create(IDPIDFilterSchema)` to create a new message.
  */
 export const IDPIDFilterSchema: GenMessage<IDPIDFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 24);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 25);
 
 /**
  * Matches providers by name.
@@ -1038,7 +1091,7 @@ export type IDPNameFilter = Message<"platform.resources.idp.v3alpha.IDPNameFilte
  * Use `create(IDPNameFilterSchema)` to create a new message.
  */
 export const IDPNameFilterSchema: GenMessage<IDPNameFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 25);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 26);
 
 /**
  * One search filter; filters of a search all apply (AND).
@@ -1083,7 +1136,7 @@ export type IDPSearchFilter = Message<"platform.resources.idp.v3alpha.IDPSearchF
  * Use `create(IDPSearchFilterSchema)` to create a new message.
  */
 export const IDPSearchFilterSchema: GenMessage<IDPSearchFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_idp_v3alpha_idp, 26);
+  messageDesc(file_platform_resources_idp_v3alpha_idp, 27);
 
 /**
  * Which attribute of an existing user auto linking compares with the external account.
