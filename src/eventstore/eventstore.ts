@@ -53,7 +53,7 @@ export function toStoredEvent(row: EventRow): StoredEvent {
 }
 
 export type CommittedListener = (events: StoredEvent[]) => void;
-/** Runs in the transaction of an append, after the projections; throwing fails the push. */
+/** Runs in the transaction of an append (before or after the projections); throwing fails the push. */
 export type AppendHook = (tx: Queryable, events: StoredEvent[]) => Promise<void>;
 
 class SequenceConflict extends Error {}
@@ -69,6 +69,7 @@ export class EventStore {
   private readonly handlers = new Map<string, Array<Projection["handlers"][string]>>();
   private readonly listeners: CommittedListener[] = [];
   private readonly appendHooks: AppendHook[] = [];
+  private readonly appendingHooks: AppendHook[] = [];
 
   constructor(
     readonly db: Database,
@@ -94,6 +95,16 @@ export class EventStore {
    */
   onAppended(hook: AppendHook): void {
     this.appendHooks.push(hook);
+  }
+
+  /**
+   * Called in the transaction of every append with the stored events, before the projections apply them:
+   * rows that must change with the events and need the read models as they were before (the OIDC tokens of
+   * the sessions an event ends, found in the sessions read model before it forgets them:
+   * src/oidc/session-tokens.ts). Not run by rebuilds.
+   */
+  onAppending(hook: AppendHook): void {
+    this.appendingHooks.push(hook);
   }
 
   /**
@@ -198,6 +209,7 @@ export class EventStore {
         await applyUniqueConstraint(tx, stored[i].instanceId, constraint);
       }
     }
+    for (const hook of this.appendingHooks) await hook(tx, stored);
     for (const event of stored) {
       for (const handler of this.handlers.get(event.type) ?? []) await handler(tx, event);
     }

@@ -2,7 +2,6 @@ import type { TokenVerifier } from "../auth/authenticate.ts";
 import type { Caller } from "../auth/caller.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
-import { SESSION, SessionEvent } from "../domain/session/events.ts";
 import { USER, UserEvent } from "../domain/user/events.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
@@ -32,8 +31,9 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
   const drop = (match: (token: StoredAccessToken) => boolean) => {
     for (const [key, entry] of cache) if (match(entry.token)) cache.delete(key);
   };
-  // An exchanged token (lineage) depends on other tokens and users: any revocation or any change of one of
-  // its actors makes it verify again.
+  // Revocations include the end of browser sessions (./session-tokens.ts). An exchanged token (lineage)
+  // depends on other tokens, sessions and users: any revocation or any change of one of its actors makes it
+  // verify again.
   ctx.tokens.onRevoked((r) =>
     drop(
       (t) =>
@@ -41,6 +41,7 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
         ((r.tokenId !== undefined && t.id === r.tokenId) ||
           (r.familyId !== undefined && t.familyId === r.familyId) ||
           (t.sessionId != null && r.sessionIds?.includes(t.sessionId) === true) ||
+          r.userIds?.includes(t.subject) === true ||
           !!t.lineage),
     ),
   );
@@ -54,9 +55,6 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
               (!!t.lineage &&
                 (e.type === UserEvent.patRemoved || actorsOf(t.lineage.act).includes(e.aggregateId)))),
         );
-      // An exchanged token lives only as long as the browser sessions it descends from.
-      if (e.aggregateType === SESSION && e.type === SessionEvent.terminated)
-        drop((t) => t.instanceId === e.instanceId && t.lineage?.sessionIds?.includes(e.aggregateId) === true);
       if (e.aggregateType === INSTANCE) {
         drop((t) => t.instanceId === e.aggregateId);
         managementProjects.delete(e.aggregateId);

@@ -285,15 +285,8 @@ async function routes(app: FastifyInstance, ctx: OidcContext, login: Login): Pro
     if (plan.sessionIds.length > 0) {
       // ending them all clears the cookie too
       const all = plan.sessionIds.length === sessions.length;
-      const ended = await login.endBrowserSessions(
-        request,
-        reply,
-        all ? {} : { sessionIds: plan.sessionIds },
-      );
-      await ctx.tokens.revokeSessions(
-        info.instance.id,
-        ended.map((e) => e.sessionId),
-      );
+      // their tokens and codes end with them (./session-tokens.ts)
+      await login.endBrowserSessions(request, reply, all ? {} : { sessionIds: plan.sessionIds });
     }
     return reply.redirect(decided.redirectTo ?? SIGNED_OUT_URL, request.method === "POST" ? 303 : 302);
   };

@@ -26,6 +26,7 @@ import { InvalidRequest, OAuthError, ServerError, TemporarilyUnavailable } from 
 import { formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts";
 import { OidcPath } from "./issuer.ts";
 import { SigningKeys } from "./keys.ts";
+import { endTokensWithSessions } from "./session-tokens.ts";
 import { TokenStore } from "./token-store.ts";
 import { userGrantsFromReadModel } from "./user-grants.ts";
 
@@ -64,6 +65,7 @@ const SWEEP_INTERVAL_MS = 15 * 60_000;
 
 export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
   const tokens = new TokenStore(deps.db);
+  endTokensWithSessions(deps.eventStore, tokens);
   // Clients: OIDC and API apps, then machine users (clients.ts).
   const clients = new ClientRegistry(deps.db, deps.eventStore);
   const ctx: OidcContext = {

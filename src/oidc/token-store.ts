@@ -177,8 +177,18 @@ export interface AuthorizationCodeRecord {
   redeemedAt?: Date | null;
 }
 
-/** Something this process revoked: caches of verified tokens drop it at once. */
-export type Revocation = { instanceId: string; tokenId?: string; familyId?: string; sessionIds?: string[] };
+/**
+ * Something this process revoked (committed): caches of verified tokens drop it at once. `sessionIds`: the
+ * tokens issued from these browser sessions (the sessions ended); `userIds`: these users were removed, so
+ * every token of theirs goes (the tokens of their sessions are revoked, the others refused at use).
+ */
+export type Revocation = {
+  instanceId: string;
+  tokenId?: string;
+  familyId?: string;
+  sessionIds?: string[];
+  userIds?: string[];
+};
 
 const ACCESS_COLUMNS = [
   "instance_id",
@@ -407,7 +417,8 @@ export class TokenStore {
     this.listeners.push(listener);
   }
 
-  private revoked(revocation: Revocation): void {
+  /** Tells the listeners about a revocation once it is committed (those of revokeSessions: its caller). */
+  revoked(revocation: Revocation): void {
     for (const listener of this.listeners) listener(revocation);
   }
 
@@ -448,26 +459,32 @@ export class TokenStore {
   }
 
   /**
-   * Revokes every access and refresh token issued from these sessions (end_session) and voids their
-   * codes not yet redeemed (expired now: redeeming one is invalid_grant).
+   * Revokes every access and refresh token issued from these browser sessions and voids their codes not yet
+   * redeemed (expired now: redeeming one is invalid_grant), in `tx`: the transaction of the events that end
+   * the sessions (./session-tokens.ts), which announces it with `revoked` once committed.
    */
-  async revokeSessions(instanceId: string, sessionIds: string[]): Promise<void> {
+  async revokeSessions(tx: Queryable, instanceId: string, sessionIds: string[]): Promise<void> {
     if (sessionIds.length === 0) return;
-    await this.db.transaction(async (tx) => {
-      for (const table of ["oidc_access_tokens", "oidc_refresh_tokens"]) {
-        await tx.query(
-          `UPDATE ${table} SET revoked_at = now()
-           WHERE instance_id = $1 AND session_id = ANY($2) AND revoked_at IS NULL`,
-          [instanceId, sessionIds],
-        );
-      }
-      await tx.query(
-        `UPDATE oidc_authorization_codes SET expires_at = now()
-         WHERE instance_id = $1 AND session_id = ANY($2) AND redeemed_at IS NULL AND expires_at > now()`,
-        [instanceId, sessionIds],
+    const params = [instanceId, sessionIds];
+    const revoke = (table: string) =>
+      tx.query(
+        `UPDATE ${table} SET revoked_at = now()
+         WHERE instance_id = $1 AND session_id = ANY($2::text[]) AND revoked_at IS NULL`,
+        params,
       );
-    });
-    this.revoked({ instanceId, sessionIds });
+    // The order matters on PostgreSQL, where a code redemption or a refresh may run concurrently: an UPDATE
+    // that meets a row locked by one waits for it to commit, and the statements after it see what it issued;
+    // one that comes second finds the code void or the token revoked (markRedeemed, markRotated) and fails.
+    // Refresh tokens are revoked twice: the first pass may wait for a rotation whose new token only the
+    // statements after it see.
+    await tx.query(
+      `UPDATE oidc_authorization_codes SET expires_at = now()
+       WHERE instance_id = $1 AND session_id = ANY($2::text[]) AND redeemed_at IS NULL AND expires_at > now()`,
+      params,
+    );
+    await revoke("oidc_refresh_tokens");
+    await revoke("oidc_access_tokens");
+    await revoke("oidc_refresh_tokens");
   }
 
   async insertRefreshToken(token: RefreshTokenRecord, tx: Queryable = this.db): Promise<void> {
@@ -499,7 +516,10 @@ export class TokenStore {
     return rows[0] ? toRefreshToken(rows[0]) : undefined;
   }
 
-  /** Marks a refresh token used; false when it was rotated or revoked already (a concurrent use won). */
+  /**
+   * Marks a refresh token used; false when it was rotated (a concurrent use won) or revoked already (also
+   * meanwhile, by the end of its session).
+   */
   async markRotated(tx: Queryable, instanceId: string, id: string): Promise<boolean> {
     const rows = await tx.query(
       `UPDATE oidc_refresh_tokens SET rotated_at = now()
@@ -538,11 +558,16 @@ export class TokenStore {
     return rows[0] ? toCode(rows[0]) : undefined;
   }
 
-  /** Marks a code redeemed; false when it was redeemed before (a second redemption). */
+  /**
+   * Marks a code redeemed; false when it was redeemed before (a second redemption) or has expired meanwhile
+   * (voided by the end of its session: the clock of the moment the row is checked, after waiting for the
+   * transaction that voided it, not of this transaction's start).
+   */
   async markRedeemed(tx: Queryable, instanceId: string, id: string): Promise<boolean> {
     const rows = await tx.query(
       `UPDATE oidc_authorization_codes SET redeemed_at = now()
-       WHERE instance_id = $1 AND id = $2 AND redeemed_at IS NULL RETURNING id`,
+       WHERE instance_id = $1 AND id = $2 AND redeemed_at IS NULL AND expires_at > clock_timestamp()
+       RETURNING id`,
       [instanceId, id],
     );
     return rows.length === 1;

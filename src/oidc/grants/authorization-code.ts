@@ -92,7 +92,9 @@ export const authorizationCodeGrant: Grant = async (ctx, info, request) => {
     return true;
   });
   if (!redeemed) {
-    // Another request redeemed it in the meantime: a second redemption all the same.
+    // Voided meanwhile (its session ended), or another request redeemed it: then a second redemption all the same.
+    if (!(await ctx.tokens.findCode(info.instance.id, record.id))?.redeemedAt)
+      throw new InvalidGrant("the code has expired");
     await ctx.tokens.revokeFamily(info.instance.id, record.id);
     throw new InvalidGrant("the code was used before; the tokens issued from it are revoked");
   }

@@ -95,7 +95,10 @@ export const refreshTokenGrant: Grant = async (ctx, info, request) => {
     return true;
   });
   if (!rotated) {
-    // A concurrent use of the same token won the race: this one is a reuse.
+    // Revoked meanwhile (its session ended, its family revoked), or a concurrent use of the same token won the
+    // race: this one is a reuse.
+    if ((await ctx.tokens.findRefreshToken(info.instance.id, record.id))?.revokedAt)
+      throw new InvalidGrant("the refresh token was revoked");
     await ctx.tokens.revokeFamily(info.instance.id, record.familyId);
     throw new InvalidGrant("the refresh token was used before; its family is revoked");
   }
