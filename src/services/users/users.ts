@@ -35,6 +35,7 @@ import {
   UserType,
 } from "../../domain/user/events.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
+import { checkUsername, usernameKey } from "../../domain/user/username.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
@@ -47,7 +48,7 @@ import {
   type UserSearchFilter,
 } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { newId } from "../../id.ts";
-import { search, toPage, Where } from "../../query/search.ts";
+import { search, TextMethod, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
@@ -61,10 +62,18 @@ const sortColumns: Record<number, string> = {
   [UserFieldName.ID]: "u.id",
   [UserFieldName.CREATION_DATE]: "u.created_at",
   [UserFieldName.CHANGE_DATE]: "u.changed_at",
-  [UserFieldName.USERNAME]: "lower(u.username)",
+  [UserFieldName.USERNAME]: "u.username_key",
   [UserFieldName.EMAIL]: "lower(u.email)",
   [UserFieldName.STATE]: "u.state",
   [UserFieldName.TYPE]: "u.type",
+};
+
+/** The ignore-case text methods → the same comparison on the username's key. */
+const foldedTextMethod: Record<number, number> = {
+  [TextMethod.equalsIgnoreCase]: TextMethod.equals,
+  [TextMethod.startsWithIgnoreCase]: TextMethod.startsWith,
+  [TextMethod.containsIgnoreCase]: TextMethod.contains,
+  [TextMethod.endsWithIgnoreCase]: TextMethod.endsWith,
 };
 
 /** "" and undefined are "not given". */
@@ -208,9 +217,13 @@ export function usersService(deps: ServiceDeps) {
   function filterWhere(where: Where, filter: UserSearchFilter, instanceId: string, index: number): void {
     const f = filter.filter;
     switch (f.case) {
-      case "username":
-        where.text("u.username", f.value.method, f.value.username);
+      case "username": {
+        // ignoring case means as usernames compare: by their keys (normalized, case folded)
+        const folded = foldedTextMethod[f.value.method];
+        if (folded === undefined) where.text("u.username", f.value.method, f.value.username);
+        else where.text("u.username_key", folded, usernameKey(f.value.username));
         return;
+      }
       case "email":
         where.text("u.email", f.value.method, f.value.address);
         return;
@@ -251,6 +264,7 @@ export function usersService(deps: ServiceDeps) {
       await deps.authorizer.authorize(call.caller, "user.write", { type: "org", instanceId, orgId });
 
       const input = req.user!;
+      checkUsername(input.username, "user.username");
       const userId = newId();
       let event: NewEvent;
       if (input.type.case === "human") {
@@ -289,6 +303,7 @@ export function usersService(deps: ServiceDeps) {
       const { call, row } = await userCall(ctx, req.id, "user.write");
       const change = changeOf(req.user, row.type);
       const username = req.user?.username;
+      if (username !== undefined) checkUsername(username, "user.username");
       const details = await onUser(call, req.id, (user) => [
         ...(username === undefined ? [] : changeUsernameEvent(user, username)),
         ...changeUserEvents(user, change),
