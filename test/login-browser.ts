@@ -11,8 +11,8 @@ import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { hashPassword } from "../src/crypto/password.ts";
-import { foldUser, setPasswordEvents } from "../src/domain/user/commands.ts";
-import { USER } from "../src/domain/user/events.ts";
+import { foldUser, userEvent } from "../src/domain/user/commands.ts";
+import { USER, UserEvent } from "../src/domain/user/events.ts";
 import type { AuthRequestInput } from "../src/login/index.ts";
 import type { Federation } from "./idp-federation.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
@@ -172,7 +172,12 @@ export async function requirePasswordChange(
   const passwordHash = await hashPassword(password);
   await platform.eventStore.push(
     { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
-    async (tx) => setPasswordEvents(foldUser(await tx.load(USER, userId))!, passwordHash, true),
+    async (tx) => [
+      userEvent(foldUser(await tx.load(USER, userId))!, UserEvent.passwordChanged, {
+        password_hash: passwordHash,
+        change_required: true,
+      }),
+    ],
   );
 }
 

@@ -16,8 +16,8 @@ import {
   type LoginTestPlatform,
   startLoginPlatform,
 } from "../../test/login.ts";
-import { hashPassword } from "../crypto/password.ts";
-import { foldUser, setPasswordEvents, userEvent } from "../domain/user/commands.ts";
+import { requirePasswordChange } from "../../test/login-browser.ts";
+import { foldUser, userEvent } from "../domain/user/commands.ts";
 import { USER, UserEvent } from "../domain/user/events.ts";
 import { TestCompleter } from "./testing.ts";
 
@@ -109,11 +109,7 @@ describe("login UI: the password step", () => {
 
   it("asks for a new password after the password check when it must be changed, then completes", async () => {
     const userId = await addHuman(platform, "newbie", PASSWORD);
-    await platform.eventStore.push(
-      { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
-      async (tx) =>
-        setPasswordEvents(foldUser(await tx.load(USER, userId))!, await hashPassword(PASSWORD), true),
-    );
+    await requirePasswordChange(platform, userId, PASSWORD);
     const browser = new HttpBrowser(platform.url);
     const { authRequest, page } = await passwordPage(platform, browser, "newbie");
     let change: Answer = await browser.submit(page, "/ui/login/password", { password: PASSWORD });
@@ -158,11 +154,7 @@ describe("login UI: the password step", () => {
       (await browser.submit(first.page, "/ui/login/password", { password: PASSWORD })).status,
       302,
     );
-    await platform.eventStore.push(
-      { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
-      async (tx) =>
-        setPasswordEvents(foldUser(await tx.load(USER, userId))!, await hashPassword(PASSWORD), true),
-    );
+    await requirePasswordChange(platform, userId, PASSWORD);
 
     // prompt=none cannot complete it
     const silent = await createAuthRequest(platform, { prompt: ["none"] });
