@@ -66,6 +66,10 @@ describe("usernames: one normalized, case-folded key for uniqueness and lookup",
     const id = (await rest("POST", USERS, { json: human("Émile") })).json.details.id;
     const taken = await rest("PATCH", `${USERS}/${id}`, { json: { username: "ａｄｍｉｎ" } });
     assert.equal(taken.status, 409, taken.text);
+    // another spelling of its own name keeps its key
+    const respelled = await rest("PATCH", `${USERS}/${id}`, { json: { username: "ÉMILE" } });
+    assert.equal(respelled.status, 200, respelled.text);
+    assert.equal((await rest("GET", `${USERS}/${id}`)).json.user.username, "ÉMILE");
     const renamed = await rest("PATCH", `${USERS}/${id}`, { json: { username: "emile2" } });
     assert.equal(renamed.status, 200, renamed.text);
     // the old name (decomposed É this time) is free again
