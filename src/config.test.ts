@@ -55,6 +55,10 @@ describe("config", () => {
     assert.equal(config.logFormat, "auto");
     assert.equal(config.maxSearchLimit, 1000);
     assert.equal(config.maxPasswordAttempts, 10);
+    assert.deepEqual(
+      [config.passwordLockout, config.passwordLockoutSeconds, config.passwordLockoutMaxSeconds],
+      ["temporary", 60, 900],
+    );
     assert.equal(config.maxRequestBodyBytes, 1024 * 1024);
     assert.equal(externalOrigin(config), "http://localhost:8080");
   });
@@ -114,6 +118,12 @@ describe("config", () => {
       [{ PLATFORM_SYSTEM_API_USERS: '{"ops": "not a key"}' }, "PLATFORM_SYSTEM_API_USERS"],
       [{ PLATFORM_MAX_SEARCH_LIMIT: "0" }, "PLATFORM_MAX_SEARCH_LIMIT"],
       [{ PLATFORM_MAX_PASSWORD_ATTEMPTS: "ten" }, "PLATFORM_MAX_PASSWORD_ATTEMPTS"],
+      [{ PLATFORM_PASSWORD_LOCKOUT: "forever" }, "PLATFORM_PASSWORD_LOCKOUT"],
+      [{ PLATFORM_PASSWORD_LOCKOUT_SECONDS: "0" }, "PLATFORM_PASSWORD_LOCKOUT_SECONDS"],
+      [
+        { PLATFORM_PASSWORD_LOCKOUT_SECONDS: "600", PLATFORM_PASSWORD_LOCKOUT_MAX_SECONDS: "60" },
+        "PLATFORM_PASSWORD_LOCKOUT_MAX_SECONDS",
+      ],
       [{ PLATFORM_MASTERKEY: "too short" }, "PLATFORM_MASTERKEY"],
       [{ PLATFORM_MASTERKEY: "a".repeat(63) }, "PLATFORM_MASTERKEY"],
       [{ PLATFORM_MAX_REQUEST_BODY_BYTES: "1MiB" }, "PLATFORM_MAX_REQUEST_BODY_BYTES"],

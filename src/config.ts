@@ -28,8 +28,16 @@ export interface Config {
   trustProxy: boolean;
   /** Largest `limit` a search accepts (ListQuery). */
   maxSearchLimit: number;
-  /** Failed password checks after which a user is locked; 0 = never. */
+  /** Wrong passwords in a row after which a user's password checks are locked out; 0 = never. */
   maxPasswordAttempts: number;
+  /**
+   * What reaching `maxPasswordAttempts` does: a temporary lockout (each further wrong password doubles it,
+   * from `passwordLockoutSeconds` up to `passwordLockoutMaxSeconds`), or `permanent`: the user is LOCKED
+   * until an administrator unlocks it.
+   */
+  passwordLockout: "temporary" | "permanent";
+  passwordLockoutSeconds: number;
+  passwordLockoutMaxSeconds: number;
   /** Shortest password the complexity policy accepts. */
   passwordMinLength: number;
   /** Login UI: password and registration posts per minute per client IP / per login name; 0 = no limit. */
@@ -146,7 +154,23 @@ export const variables: VariableSpec[] = [
   {
     name: "PLATFORM_MAX_PASSWORD_ATTEMPTS",
     default: "10",
-    description: "failed password checks before lockout; 0 = off",
+    description: "wrong passwords in a row that lock a user's password checks out; 0 = off",
+  },
+  {
+    name: "PLATFORM_PASSWORD_LOCKOUT",
+    default: "temporary",
+    description:
+      "temporary: the lockout ends by itself, doubling with each further wrong password; permanent: the user is locked until an administrator unlocks it",
+  },
+  {
+    name: "PLATFORM_PASSWORD_LOCKOUT_SECONDS",
+    default: "60",
+    description: "first temporary lockout (seconds)",
+  },
+  {
+    name: "PLATFORM_PASSWORD_LOCKOUT_MAX_SECONDS",
+    default: "900",
+    description: "longest temporary lockout (seconds)",
   },
   {
     name: "PLATFORM_PASSWORD_MIN_LENGTH",
@@ -410,6 +434,29 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     ),
   };
 
+  const passwordLockout = str("PLATFORM_PASSWORD_LOCKOUT", "temporary")!.toLowerCase();
+  if (passwordLockout !== "temporary" && passwordLockout !== "permanent") {
+    throw new ConfigError("PLATFORM_PASSWORD_LOCKOUT", "must be temporary or permanent");
+  }
+  const passwordLockoutSeconds = parseInteger(
+    "PLATFORM_PASSWORD_LOCKOUT_SECONDS",
+    str("PLATFORM_PASSWORD_LOCKOUT_SECONDS", "60")!,
+    1,
+    86_400,
+  );
+  const passwordLockoutMaxSeconds = parseInteger(
+    "PLATFORM_PASSWORD_LOCKOUT_MAX_SECONDS",
+    str("PLATFORM_PASSWORD_LOCKOUT_MAX_SECONDS", "900")!,
+    1,
+    30 * 86_400,
+  );
+  if (passwordLockoutMaxSeconds < passwordLockoutSeconds) {
+    throw new ConfigError(
+      "PLATFORM_PASSWORD_LOCKOUT_MAX_SECONDS",
+      `${passwordLockoutMaxSeconds} is shorter than PLATFORM_PASSWORD_LOCKOUT_SECONDS (${passwordLockoutSeconds})`,
+    );
+  }
+
   return {
     port,
     externalDomain,
@@ -443,6 +490,9 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       0,
       1000,
     ),
+    passwordLockout,
+    passwordLockoutSeconds,
+    passwordLockoutMaxSeconds,
     passwordMinLength: parseInteger(
       "PLATFORM_PASSWORD_MIN_LENGTH",
       str("PLATFORM_PASSWORD_MIN_LENGTH", "8")!,

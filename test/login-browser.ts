@@ -10,6 +10,9 @@ import http from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { hashPassword } from "../src/crypto/password.ts";
+import { foldUser, userEvent } from "../src/domain/user/commands.ts";
+import { USER, UserEvent } from "../src/domain/user/events.ts";
 import type { AuthRequestInput } from "../src/login/index.ts";
 import type { Federation } from "./idp-federation.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
@@ -155,6 +158,27 @@ export const PASSWORD = "Secret-Passw0rd!";
 export async function addWalkUsers(platform: LoginTestPlatform): Promise<void> {
   await addHuman(platform, "alice", PASSWORD, { givenName: "Alice", familyName: "Martin" });
   await addHuman(platform, "bob", PASSWORD, { givenName: "Bob", familyName: "Keller" });
+  // the walk shows the password change it must make and leaves it pending
+  const carla = await addHuman(platform, "carla.new", PASSWORD, { givenName: "Carla", familyName: "Rossi" });
+  await requirePasswordChange(platform, carla, PASSWORD);
+}
+
+/** Sets `password` with `change_required`, as an administrator's `_set_password` does. */
+export async function requirePasswordChange(
+  platform: LoginTestPlatform,
+  userId: string,
+  password: string,
+): Promise<void> {
+  const passwordHash = await hashPassword(password);
+  await platform.eventStore.push(
+    { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
+    async (tx) => [
+      userEvent(foldUser(await tx.load(USER, userId))!, UserEvent.passwordChanged, {
+        password_hash: passwordHash,
+        change_required: true,
+      }),
+    ],
+  );
 }
 
 /** A login page reached by the walk. */
@@ -163,6 +187,7 @@ export type LoginPageName =
   | "loginname-error"
   | "password"
   | "password-error"
+  | "password-change"
   | "select"
   | "reauth"
   | "register"
@@ -288,6 +313,21 @@ export async function visitLoginPages(
     );
     await heading(/Sign-in not possible/);
     await visit("authorize-error", page);
+
+    // a password that must be changed (in a browser of its own: the other pages show alice and bob)
+    const changing = await browser.newContext(options);
+    try {
+      const changePage = await changing.newPage();
+      await changePage.goto(`${platform.url}/ui/login?authRequest=${(await authRequest()).id}`);
+      await changePage.getByLabel("Login name").fill("carla.new");
+      await changePage.getByRole("button", { name: "Next" }).click();
+      await changePage.getByLabel("Password", { exact: true }).fill(PASSWORD);
+      await changePage.getByRole("button", { name: "Sign in" }).click();
+      assert.match((await changePage.locator("h1").textContent()) ?? "", /Change your password/);
+      await visit("password-change", changePage);
+    } finally {
+      await changing.close();
+    }
   } finally {
     await context.close();
   }

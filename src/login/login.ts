@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../config.ts";
 import { hashPassword, verifyPassword } from "../crypto/password.ts";
 import { randomToken } from "../crypto/tokens.ts";
-import { type PasswordPolicy, terminateSession } from "../domain/session/commands.ts";
+import { type PasswordPolicy, passwordPolicyOf, terminateSession } from "../domain/session/commands.ts";
 import { LOGIN, loginDefaults } from "../domain/settings/login.ts";
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
@@ -68,7 +68,7 @@ export class Login {
   }
 
   get policy(): PasswordPolicy {
-    return { maxPasswordAttempts: this.deps.config.maxPasswordAttempts };
+    return passwordPolicyOf(this.deps.config);
   }
 
   /** The instance of the request (the server resolved it from the Host header). */

@@ -8,6 +8,8 @@
  *   POST /ui/login/loginname
  *   GET  /ui/login/password           password of the login name or of the chosen session
  *   POST /ui/login/password           rate-limited per IP and per login name
+ *   GET  /ui/login/password-change    a new password, when the password must be changed (./password-change.ts)
+ *   POST /ui/login/password-change
  *   GET  /ui/login/select             account picker (the browser's sessions)
  *   POST /ui/login/select
  *   GET  /ui/login/register           registration (prompt=create, "Create an account")
@@ -24,30 +26,21 @@ import rateLimit from "@fastify/rate-limit";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { hashPassword } from "../crypto/password.ts";
 import { holdOrg } from "../domain/org/locks.ts";
-import {
-  type CheckedUser,
-  checkSession,
-  createSession,
-  findUser,
-  userForCheck,
-} from "../domain/session/commands.ts";
+import { type CheckedUser, createSession, findUser } from "../domain/session/commands.ts";
 import { addHumanEvent } from "../domain/user/commands.ts";
-import { UserState } from "../domain/user/events.ts";
 import { passwordPolicyGaps, passwordRequirements } from "../domain/user/password.ts";
-import {
-  AlreadyExistsError,
-  FailedPreconditionError,
-  InvalidArgumentError,
-  NotFoundError,
-} from "../errors.ts";
+import { usernameKey, usernameProblem } from "../domain/user/username.ts";
+import { AlreadyExistsError, NotFoundError } from "../errors.ts";
 import { newId } from "../id.ts";
 import type { AuthRequest, UiState } from "./auth-requests.ts";
 import type { Translator } from "./i18n.ts";
 import { LoginIdps, registerIdpRoutes, requestedIdpOf, startUrl } from "./idp/routes.ts";
 import type { Login } from "./login.ts";
 import { registerLogoutRoutes } from "./logout.ts";
+import { checkPasswordForSignIn } from "./password.ts";
+import { registerPasswordChangeRoutes } from "./password-change.ts";
 import { initials, type PageContext, renderFragment, STYLESHEET, sendPage } from "./render.ts";
-import { databaseNow, type LoginSession, needsPassword, nextStep } from "./sessions.ts";
+import { databaseNow, type LoginSession, needsPassword, nextStep, pendingStep } from "./sessions.ts";
 import { csrfToken, csrfValid, readUserAgent, type UserAgent } from "./user-agent.ts";
 
 type Body = Record<string, string | string[] | undefined>;
@@ -353,8 +346,9 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           case "complete":
             return complete(request, reply, authRequest, step.session);
           case "password":
+          case "password-change":
             await login.authRequests.attachSession(authRequest, step.session.id);
-            return reply.redirect(stepUrl("password", authRequest.id), 302);
+            return reply.redirect(stepUrl(step.step, authRequest.id), 302);
           default:
             return reply.redirect(stepUrl(step.step, authRequest.id), 302);
         }
@@ -461,7 +455,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
 
         const tooMany = await limited(perIp, request, reply, authRequest);
         if (tooMany) return tooMany;
-        limitKeys.set(request, loginName.toLowerCase());
+        limitKeys.set(request, usernameKey(loginName));
         const tooManyForName = await limited(perName, request, reply, authRequest);
         if (tooManyForName) return tooManyForName;
 
@@ -479,41 +473,15 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           // only users of the requested organization can sign in to it
           if (user && authRequest.orgId !== undefined && user.orgId !== authRequest.orgId) user = undefined;
         }
-        if (!user) {
-          await login.verifyDummyPassword(password);
-          return fail("error.invalidCredentials");
-        }
-
-        const actor = { instanceId, creator: user.id };
-        const existing = chosen ?? sessions.find((s) => s.userId === user.id);
-        let sessionId: string;
-        try {
-          sessionId = existing
-            ? await checkSession(eventStore, actor, { sessionId: existing.id, password }, login.policy).then(
-                (v) => v.sessionId,
-              )
-            : await createSession(
-                eventStore,
-                actor,
-                { user, password, userAgentHash: agent.hash },
-                login.policy,
-              ).then((v) => v.sessionId);
-        } catch (error) {
-          if (error instanceof InvalidArgumentError) {
-            // this failure may just have locked the user: say so at once
-            const after = await userForCheck(db, instanceId, user.id);
-            return fail(after.state === UserState.locked ? "error.locked" : "error.invalidCredentials");
-          }
-          if (error instanceof FailedPreconditionError) {
-            if (error.message === "user is locked") return fail("error.locked");
-            if (error.message === "user is inactive") return fail("error.inactive");
-            // machine users, users without a password: as slow and as worded as a wrong password
-            await login.verifyDummyPassword(password);
-            return fail("error.invalidCredentials");
-          }
-          if (error instanceof NotFoundError) return fail("error.invalidCredentials");
-          throw error;
-        }
+        // one answer for every failure: wrong password, unknown name, locked, locked out, deactivated
+        const sessionId = await checkPasswordForSignIn(login, {
+          instanceId,
+          user,
+          password,
+          sessionId: user && (chosen ?? sessions.find((s) => s.userId === user.id))?.id,
+          userAgentHash: agent.hash,
+        });
+        if (!sessionId) return fail("error.invalidCredentials");
         await login.authRequests.attachSession(authRequest, sessionId);
         await login.authRequests.setUiState(authRequest, {});
         return reply.redirect(stepUrl("complete", authRequest.id), 303);
@@ -568,7 +536,10 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
       function validateRegistration(values: Record<string, string>): Record<string, string> {
         const errors: Record<string, string> = {};
         for (const [name, value] of Object.entries(values)) if (!value) errors[name] = "field.required";
-        if (values.username && /\s/.test(values.username)) errors.username = "field.usernameSpaces";
+        const usernameIssue = values.username ? usernameProblem(values.username) : undefined;
+        if (usernameIssue === "whitespace") errors.username = "field.usernameSpaces";
+        else if (usernameIssue === "too_long") errors.username = "field.tooLong";
+        else if (usernameIssue) errors.username = "field.usernameInvalid";
         for (const name of ["username", "givenName", "familyName"] as const)
           if (values[name].length > 200) errors[name] = "field.tooLong";
         if (values.email && !/^[\w.!#$%&'*+/=?^{|}~-]+@[\w.-]+$/u.test(values.email))
@@ -745,6 +716,19 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
       // ---------------------------------------------------------------------------------------------
       // External identity providers (./idp/routes.ts)
 
+      /** The 429 page when a password post is one too many (per IP, then per login name). */
+      const limitPassword = async (
+        request: FastifyRequest,
+        reply: FastifyReply,
+        authRequest: AuthRequest,
+        loginName: string,
+      ) => {
+        const tooMany = await limited(perIp, request, reply, authRequest);
+        if (tooMany) return tooMany;
+        limitKeys.set(request, usernameKey(loginName));
+        return limited(perName, request, reply, authRequest);
+      };
+
       await registerIdpRoutes(ui, login, idps, {
         field,
         stepUrl,
@@ -753,14 +737,22 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         pageFor,
         sessionsFor,
         sendMessage: (request, reply, options) => sendMessage(login, request, reply, options),
-        limitPassword: async (request, reply, authRequest, loginName) => {
-          const tooMany = await limited(perIp, request, reply, authRequest);
-          if (tooMany) return tooMany;
-          limitKeys.set(request, loginName.toLowerCase());
-          return limited(perName, request, reply, authRequest);
-        },
+        limitPassword,
         registerFields,
         validateRegistration,
+      });
+
+      // ---------------------------------------------------------------------------------------------
+      // Password change required (./password-change.ts)
+
+      await registerPasswordChangeRoutes(ui, login, {
+        field,
+        stepUrl,
+        loadRequest,
+        checkForm,
+        pageFor,
+        sessionsFor,
+        limitPassword,
       });
 
       // ---------------------------------------------------------------------------------------------
@@ -773,8 +765,9 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         const session = (await sessionsFor(request, authRequest)).find((s) => s.id === authRequest.sessionId);
         // no authenticated session for it (yet): decide again
         if (!session) return reply.redirect(entryUrl(authRequest.id), 302);
-        if (needsPassword(authRequest, session, await databaseNow(db)))
-          return reply.redirect(stepUrl("password", authRequest.id), 302);
+        // the password again, or a new one, before any sign-in completes
+        const pending = pendingStep(authRequest, session, await databaseNow(db));
+        if (pending) return reply.redirect(stepUrl(pending, authRequest.id), 302);
         return complete(request, reply, authRequest, session);
       });
 

@@ -33,6 +33,8 @@ function session(id: string, username: string, overrides: Partial<LoginSession> 
     displayName: username,
     authTime: minutesAgo(30),
     amr: ["pwd"],
+    passwordCheckedAt: minutesAgo(30),
+    passwordChangeRequired: false,
     createdAt: minutesAgo(60),
     changedAt: minutesAgo(30),
     ...overrides,
@@ -87,6 +89,11 @@ describe("nextStep", () => {
       step: "complete",
       session: bob,
     });
+    // compared as usernames are: normalized and case folded
+    assert.deepEqual(step(request({ loginHint: "ＢＯＢ" }), [alice, bob]), {
+      step: "complete",
+      session: bob,
+    });
     assert.deepEqual(step(request({ loginHint: "carol" }), [alice]), {
       step: "loginname",
       loginName: "carol",
@@ -130,5 +137,27 @@ describe("nextStep", () => {
     assert.deepEqual(selectionFor(step(request(), [])), { result: "login_required" });
     assert.deepEqual(selectionFor(step(request({ maxAge: 1 }), [alice])), { result: "login_required" });
     assert.deepEqual(selectionFor(step(request(), [alice, bob])), { result: "interaction_required" });
+  });
+
+  it("a required password change: the password first unless checked during this request, then a new one", () => {
+    const mustChange = session("s5", "frank", { passwordChangeRequired: true });
+    // signed in before this request: the current password again (single sign-on does not skip the change)
+    assert.deepEqual(step(request(), [mustChange]), { step: "password", session: mustChange });
+    assert.deepEqual(selectionFor(step(request(), [mustChange])), { result: "login_required" });
+    // checked during this request: the new password
+    const justChecked = session("s5", "frank", {
+      passwordChangeRequired: true,
+      authTime: new Date(now.getTime() - 1000),
+      passwordCheckedAt: new Date(now.getTime() - 1000),
+    });
+    assert.deepEqual(step(request(), [justChecked]), { step: "password-change", session: justChecked });
+    assert.deepEqual(selectionFor(step(request(), [justChecked])), { result: "interaction_required" });
+    // signed in through an identity provider only: the password was not used
+    const federated = session("s6", "gina", {
+      passwordChangeRequired: true,
+      amr: ["fed"],
+      passwordCheckedAt: undefined,
+    });
+    assert.deepEqual(step(request(), [federated]), { step: "complete", session: federated });
   });
 });

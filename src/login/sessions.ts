@@ -7,6 +7,7 @@
  * model: a session ended through the API, or whose user was removed, is gone here too. Only sessions of
  * active human users count.
  */
+import { usernameKey } from "../domain/user/username.ts";
 import type { Queryable } from "../storage/database.ts";
 import type { AuthRequest } from "./auth-requests.ts";
 
@@ -29,6 +30,13 @@ export interface LoginSession {
   authTime?: Date;
   /** Authentication methods (`amr`): `pwd` once the password was checked, `fed` after an identity provider. */
   amr: string[];
+  /** The last password check; undefined when the password was never checked in this session. */
+  passwordCheckedAt?: Date;
+  /**
+   * The user's password was set with `change_required`: a sign-in with the password asks for a new one
+   * before it completes.
+   */
+  passwordChangeRequired: boolean;
   createdAt: Date;
   /** Last check of the session (the account picker shows the most recent first). */
   changedAt: Date;
@@ -47,6 +55,7 @@ interface SessionRow {
   given_name: string | null;
   family_name: string | null;
   email: string | null;
+  password_change_required: boolean;
   primary_domain: string | null;
   [key: string]: unknown;
 }
@@ -72,13 +81,15 @@ function toLoginSession(row: SessionRow): LoginSession {
     email: row.email ?? undefined,
     authTime: latest(row.password_checked_at, row.idp_checked_at),
     amr: [...(row.password_checked_at ? ["pwd"] : []), ...(row.idp_checked_at ? ["fed"] : [])],
+    passwordCheckedAt: row.password_checked_at ? date(row.password_checked_at) : undefined,
+    passwordChangeRequired: row.password_change_required === true,
     createdAt: date(row.created_at),
     changedAt: date(row.changed_at),
   };
 }
 
 const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_checked_at, s.created_at, s.changed_at,
-    u.username, u.display_name, u.given_name, u.family_name, u.email, o.primary_domain
+    u.username, u.display_name, u.given_name, u.family_name, u.email, u.password_change_required, o.primary_domain
   FROM sessions s
   JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1
   LEFT JOIN orgs o ON o.instance_id = s.instance_id AND o.id = s.org_id`;
@@ -122,8 +133,10 @@ export async function databaseNow(db: Queryable): Promise<Date> {
 export type LoginStep =
   /** The session may be used as it is: hand the request to the completer. */
   | { step: "complete"; session: LoginSession }
-  /** This session's user must enter the password again (`prompt=login`, `max_age`). */
+  /** This session's user must enter the password again (`prompt=login`, `max_age`, a change required). */
   | { step: "password"; session: LoginSession }
+  /** This session's user checked the password during this request and must now choose a new one. */
+  | { step: "password-change"; session: LoginSession }
   /** Ask for a login name (prefilled with `loginName`). */
   | { step: "loginname"; loginName?: string }
   /** Let the person pick one of `sessions` or use another account. */
@@ -131,10 +144,10 @@ export type LoginStep =
   /** `prompt=create`: the registration form. */
   | { step: "register" };
 
-/** Whether `session` is signed in as `loginName` (username or login name, case-insensitive). */
+/** Whether `session` is signed in as `loginName` (username or login name, compared as usernames are). */
 export function matchesLoginName(session: LoginSession, loginName: string): boolean {
-  const name = loginName.trim().toLowerCase();
-  return session.username.toLowerCase() === name || session.loginName.toLowerCase() === name;
+  const name = usernameKey(loginName.trim());
+  return usernameKey(session.username) === name || usernameKey(session.loginName) === name;
 }
 
 /**
@@ -157,6 +170,28 @@ export function needsPassword(request: AuthRequest, session: LoginSession, now: 
 }
 
 /**
+ * What one chosen session still needs before the request completes with it: the password (too old for
+ * `prompt=login` / `max_age`, or a password change is required and the password was not checked during
+ * this request), a new password (`change_required`, right after the check), or nothing. A required change
+ * applies to sessions that signed in with the password; one signed in only through an identity provider
+ * never used it.
+ */
+export function pendingStep(
+  request: AuthRequest,
+  session: LoginSession,
+  now: Date,
+): "password" | "password-change" | undefined {
+  if (needsPassword(request, session, now)) return "password";
+  if (session.passwordChangeRequired && session.passwordCheckedAt) {
+    // the new password is chosen only by someone who just proved the current one
+    return session.passwordCheckedAt.getTime() >= request.createdAt.getTime()
+      ? "password-change"
+      : "password";
+  }
+  return undefined;
+}
+
+/**
  * The next step of an auth request. The sessions considered are those of the requested organization;
  * an id_token_hint narrows them to its session (or user), a login_hint to the sessions of that login name.
  *
@@ -164,7 +199,8 @@ export function needsPassword(request: AuthRequest, session: LoginSession, now: 
  * - `prompt=select_account` → the picker (the login-name page when no session qualifies);
  * - no session → the login-name page (prefilled with login_hint);
  * - several → the picker;
- * - one → complete, or the password first when `prompt=login` / `max_age` ask for a fresh check.
+ * - one → complete, or the password first when `prompt=login` / `max_age` ask for a fresh check, or a
+ *   new password when the user's password must be changed (`pendingStep`).
  *
  * `prompt=none` maps this onto errors (`selectionFor`).
  */
@@ -190,8 +226,8 @@ export function nextStep(
   if (candidates.length === 0) return { step: "loginname", loginName: hint };
   if (candidates.length > 1) return { step: "select", sessions: candidates };
   const [session] = candidates;
-  if (needsPassword(request, session, options.now)) return { step: "password", session };
-  return { step: "complete", session };
+  const pending = pendingStep(request, session, options.now);
+  return pending ? { step: pending, session } : { step: "complete", session };
 }
 
 /** What `prompt=none` (or the protocol side deciding without the UI) gets for an auth request. */
@@ -200,7 +236,10 @@ export type SessionSelection =
   | { result: "session"; session: LoginSession }
   /** No usable session, or its password must be checked again: OAuth error `login_required`. */
   | { result: "login_required" }
-  /** Several sessions to choose from, or a registration: OAuth error `interaction_required`. */
+  /**
+   * Several sessions to choose from, a registration or a password change: OAuth error
+   * `interaction_required`.
+   */
   | { result: "interaction_required" };
 
 export function selectionFor(step: LoginStep): SessionSelection {
@@ -210,6 +249,8 @@ export function selectionFor(step: LoginStep): SessionSelection {
     case "password":
     case "loginname":
       return { result: "login_required" };
+    case "password-change":
+      return { result: "interaction_required" };
     default:
       return { result: "interaction_required" };
   }

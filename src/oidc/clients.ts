@@ -3,6 +3,7 @@ import type { CryptoKey, KeyObject } from "jose";
 import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
 import { PROJECT } from "../domain/project/events.ts";
 import { USER, UserEvent, UserState, UserType } from "../domain/user/events.ts";
+import { usernameKey } from "../domain/user/username.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import { appByClientId } from "../query/apps.ts";
 import type { Queryable } from "../storage/database.ts";
@@ -181,8 +182,9 @@ export function machineUserClientSource(db: Queryable): ClientSource {
     const rows = await db.query<MachineRow>(
       `SELECT u.id, u.org_id, u.username, u.state, u.client_secret_hash, u.access_token_type,
               EXISTS (SELECT 1 FROM user_keys k WHERE k.instance_id = u.instance_id AND k.user_id = u.id) AS has_keys
-       FROM users u WHERE u.instance_id = $1 AND lower(u.username) = lower($2) AND u.type = $3`,
-      [instanceId, clientId, UserType.machine],
+       FROM users u WHERE u.instance_id = $1 AND u.username_key = $2 AND u.type = $3
+       ORDER BY (u.username = $4) DESC, u.created_at LIMIT 1`,
+      [instanceId, usernameKey(clientId), UserType.machine, clientId],
     );
     const row = rows[0];
     if (!row) return undefined;

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Database } from "./database.ts";
+import { migrationSteps } from "./migrations/code.ts";
 
 const migrationsDir = fileURLToPath(new URL("./migrations/", import.meta.url));
 
@@ -28,7 +29,8 @@ export function listMigrations(): Migration[] {
 /**
  * Applies the migrations not applied yet, each once. The whole run holds a transaction-scoped advisory
  * lock, so processes starting at the same moment apply them once: the others wait, then find nothing
- * to do. Returns the versions this call applied.
+ * to do. A version may have a code step (./migrations/code.ts), run after its SQL in the same transaction.
+ * Returns the versions this call applied.
  */
 export async function migrate(db: Database): Promise<number[]> {
   const migrations = listMigrations();
@@ -47,6 +49,7 @@ export async function migrate(db: Database): Promise<number[]> {
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;
       await tx.exec(migration.sql);
+      await migrationSteps[migration.version]?.(tx);
       await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
         migration.version,
         migration.name,

@@ -7,6 +7,7 @@ import { INSTANCE, InstanceEvent } from "../instance/events.ts";
 import { MEMBERSHIP, MembershipEvent } from "../membership/events.ts";
 import { PROJECT, ProjectEvent } from "../project/events.ts";
 import { USER, UserEvent } from "../user/events.ts";
+import { usernameConstraint } from "../user/username.ts";
 import { cascadeRemoveUserGrant, type UserGrantRow } from "../usergrant/commands.ts";
 import {
   ORG,
@@ -280,7 +281,7 @@ export async function removeOrg(
         resourceOwner: cmd.orgId,
         type: UserEvent.removed,
         payload: { username: u.username, reason: "org_removed" },
-        uniqueConstraints: [{ action: "remove", type: "username", field: u.username, ignoreCase: true }],
+        uniqueConstraints: [usernameConstraint("remove", u.username)],
       });
     }
     const projects = await tx.query<{ id: string }>(

@@ -13,6 +13,7 @@ import {
   terminateSession,
 } from "./commands.ts";
 import { SESSION, SessionEvent } from "./events.ts";
+import { lockoutSeconds } from "./lockout.ts";
 
 let sequence = 0;
 const event = (
@@ -53,11 +54,12 @@ describe("session decisions (pure)", () => {
     );
   });
 
-  it("locks when a failure reaches the maximum; 0 never locks", () => {
+  it("permanent lockout: locks when a failure reaches the maximum; 0 never locks", () => {
     const user = { ...foldUser([human]), failedAttempts: 9 };
     const types = (max: number, attempts = 9) =>
       passwordCheckEvents("u1", { ...user, failedAttempts: attempts }, false, {
         maxPasswordAttempts: max,
+        lockout: "permanent",
       }).map((e) => e.type);
     assert.deepEqual(types(10), [UserEvent.passwordCheckFailed, UserEvent.locked]);
     assert.deepEqual(types(10, 8), [UserEvent.passwordCheckFailed]);
@@ -71,6 +73,35 @@ describe("session decisions (pure)", () => {
       passwordCheckEvents("u1", { ...user, failedAttempts: 0 }, true, { maxPasswordAttempts: 10 }),
       [],
     );
+  });
+
+  it("temporary lockout (the default): from the maximum on, each failure locks out for longer, capped; never LOCKED", () => {
+    const now = new Date("2026-01-01T00:00:00Z");
+    const policy = { maxPasswordAttempts: 3, lockoutSeconds: 60, lockoutMaxSeconds: 300 };
+    const waits = [0, 1, 2, 3, 4, 5, 6, 50].map((failedBefore) => {
+      const events = passwordCheckEvents("u1", { failedAttempts: failedBefore }, false, policy, now);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        [UserEvent.passwordCheckFailed],
+      );
+      const until = events[0].payload?.locked_until as string | undefined;
+      return until === undefined ? 0 : (new Date(until).getTime() - now.getTime()) / 1000;
+    });
+    assert.deepEqual(waits, [0, 0, 60, 120, 240, 300, 300, 300]);
+    assert.equal(lockoutSeconds({ maxPasswordAttempts: 0 }, 100), 0);
+    // folded: the failure's end of lockout; a right password, an unlock or a new password end it
+    const failed = event(UserEvent.passwordCheckFailed, { locked_until: "2026-01-01T00:01:00Z" });
+    const lockedOut = foldUser([human, failed]);
+    assert.deepEqual(lockedOut.lockedUntil, new Date("2026-01-01T00:01:00Z"));
+    assert.equal(lockedOut.state, UserState.active);
+    for (const reset of [
+      event(UserEvent.passwordCheckSucceeded),
+      event(UserEvent.unlocked),
+      event(UserEvent.passwordChanged, { password_hash: "h2", change_required: false }),
+    ]) {
+      const after = foldUser([human, failed, reset]);
+      assert.deepEqual([after.failedAttempts, after.lockedUntil], [0, undefined], reset.type);
+    }
   });
 
   it("folds a session until it is terminated", () => {

@@ -3,10 +3,10 @@
  * They use only the event store and the read models, so the API service and the login UI call the same
  * functions. The decisions themselves (`foldUser`, `foldSession`, `passwordCheckEvents`) are pure.
  *
- * Password checks count per user on the user aggregate: a wrong password appends
- * `user.password.check.failed` (and `user.locked` when the failures since the last
- * `user.password.check.succeeded` / `user.unlocked` reach `maxPasswordAttempts`; 0 = never), a right one
- * `user.password.check.succeeded`. The count is taken from the user's events inside the command, so two
+ * Password checks count per user on the user aggregate, under the lockout policy (./lockout.ts): a wrong
+ * password appends `user.password.check.failed` (with the end of a temporary lockout it starts, or
+ * followed by `user.locked` under a permanent lockout), a right one after failures
+ * `user.password.check.succeeded`. The count is taken from the user inside the command, so two
  * concurrent wrong passwords cannot both be counted as the same attempt (optimistic lock on the user).
  */
 import { verifyPassword } from "../../crypto/password.ts";
@@ -22,13 +22,22 @@ import type { CommandTx, NewEvent, PushContext, StoredEvent } from "../../events
 import { newId } from "../../id.ts";
 import type { Queryable } from "../../storage/database.ts";
 import { USER, UserEvent, UserState, UserType } from "../user/events.ts";
+import { usernameKey } from "../user/username.ts";
 import { SESSION, type SessionAddedPayload, SessionEvent } from "./events.ts";
+import {
+  type LockoutState,
+  lockedOutUntil,
+  PasswordLockedOutError,
+  type PasswordPolicy,
+  passwordCheckEvents,
+} from "./lockout.ts";
 
-/** The lockout policy (config `maxPasswordAttempts`). */
-export interface PasswordPolicy {
-  /** Failed password checks after which the user is locked; 0 = never. */
-  maxPasswordAttempts: number;
-}
+export {
+  PasswordLockedOutError,
+  type PasswordPolicy,
+  passwordCheckEvents,
+  passwordPolicyOf,
+} from "./lockout.ts";
 
 /** How a user check names the user. */
 export type UserCheck = { userId: string } | { loginName: string };
@@ -52,18 +61,22 @@ export interface SessionVersion {
 // Pure decisions
 
 /** What the session checks need to know about a user, folded from its events. */
-export interface UserForCheck {
+export interface UserForCheck extends LockoutState {
   exists: boolean;
   type?: number;
   state: number;
   orgId?: string;
   passwordHash?: string;
-  /** Failed password checks since the last succeeded check or unlock. */
-  failedAttempts: number;
+  /** The password was set with `change_required` (the login UI asks for a new one first). */
+  passwordChangeRequired?: boolean;
 }
 
 export function foldUser(events: readonly StoredEvent[]): UserForCheck {
   const user: UserForCheck = { exists: false, state: UserState.active, failedAttempts: 0 };
+  const resetFailures = () => {
+    user.failedAttempts = 0;
+    user.lockedUntil = undefined;
+  };
   for (const e of events) {
     switch (e.type) {
       case UserEvent.humanAdded:
@@ -73,23 +86,29 @@ export function foldUser(events: readonly StoredEvent[]): UserForCheck {
         user.state = UserState.active;
         user.orgId = e.resourceOwner;
         user.passwordHash = (e.payload?.password_hash as string | undefined) ?? undefined;
-        user.failedAttempts = 0;
+        user.passwordChangeRequired = e.payload?.password_change_required === true;
+        resetFailures();
         break;
       case UserEvent.passwordChanged:
         user.passwordHash = (e.payload?.password_hash as string | undefined) ?? undefined;
+        user.passwordChangeRequired = e.payload?.change_required === true;
+        resetFailures();
         break;
-      case UserEvent.passwordCheckFailed:
+      case UserEvent.passwordCheckFailed: {
         user.failedAttempts++;
+        const until = e.payload?.locked_until;
+        user.lockedUntil = typeof until === "string" ? new Date(until) : undefined;
         break;
+      }
       case UserEvent.passwordCheckSucceeded:
-        user.failedAttempts = 0;
+        resetFailures();
         break;
       case UserEvent.locked:
         user.state = UserState.locked;
         break;
       case UserEvent.unlocked:
         user.state = UserState.active;
-        user.failedAttempts = 0;
+        resetFailures();
         break;
       case UserEvent.deactivated:
         user.state = UserState.inactive;
@@ -117,30 +136,6 @@ export function passwordHashOf(user: UserForCheck): string {
   if (user.type === UserType.machine) throw new FailedPreconditionError("machine users have no password");
   if (!user.passwordHash) throw new FailedPreconditionError("the user has no password");
   return user.passwordHash;
-}
-
-/**
- * The user events of a password check: succeeded, or failed plus locked when this failure reaches the
- * policy's maximum.
- */
-export function passwordCheckEvents(
-  userId: string,
-  user: UserForCheck,
-  passed: boolean,
-  policy: PasswordPolicy,
-): NewEvent[] {
-  const base = { aggregateType: USER, aggregateId: userId, resourceOwner: user.orgId ?? "" };
-  // A right password only needs recording when it resets earlier failures: logins of a user then neither
-  // grow the user's history nor contend for its sequence (the session's own events record the check).
-  if (passed)
-    return user.failedAttempts > 0
-      ? [{ ...base, type: UserEvent.passwordCheckSucceeded, payload: null }]
-      : [];
-  const events: NewEvent[] = [{ ...base, type: UserEvent.passwordCheckFailed, payload: null }];
-  const max = policy.maxPasswordAttempts;
-  if (max > 0 && user.failedAttempts + 1 >= max)
-    events.push({ ...base, type: UserEvent.locked, payload: null });
-  return events;
 }
 
 /** A session, folded from its events. */
@@ -187,7 +182,9 @@ function sessionEvent(
 
 /**
  * Finds the user a user check names, in the read model: by ID, or by login name (`username`, or
- * `username@<primary domain of the user's org>`, case-insensitive; an exact username wins). NOT_FOUND
+ * `username@<primary domain of the user's org>`), compared by `usernameKey` (normalized, case folded).
+ * A whole username wins over username@domain; among users whose names share a key (possible only for
+ * names created before the key existed) the exact spelling typed wins, then the oldest. NOT_FOUND
  * "user not found" otherwise.
  */
 export async function findUser(db: Queryable, instanceId: string, check: UserCheck): Promise<CheckedUser> {
@@ -199,14 +196,23 @@ export async function findUser(db: Queryable, instanceId: string, check: UserChe
     ]);
   } else {
     const name = check.loginName;
-    const at = name.lastIndexOf("@");
+    // fullwidth ＠ is an @ too
+    const normalized = name.normalize("NFKC");
+    const at = normalized.lastIndexOf("@");
     rows = await db.query(
       `SELECT u.id, u.org_id FROM users u JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id
        WHERE u.instance_id = $1
-         AND (lower(u.username) = lower($2)
-              OR (lower(u.username) = lower($3) AND o.primary_domain <> '' AND lower(o.primary_domain) = lower($4)))
-       ORDER BY (lower(u.username) = lower($2)) DESC LIMIT 1`,
-      [instanceId, name, at > 0 ? name.slice(0, at) : null, at > 0 ? name.slice(at + 1) : null],
+         AND (u.username_key = $2
+              OR (u.username_key = $3 AND o.primary_domain <> '' AND lower(o.primary_domain) = $4))
+       ORDER BY (u.username_key = $2) DESC, (u.username IN ($5, $6)) DESC, u.created_at, u.id LIMIT 1`,
+      [
+        instanceId,
+        usernameKey(name),
+        at > 0 ? usernameKey(normalized.slice(0, at)) : null,
+        at > 0 ? normalized.slice(at + 1).toLowerCase() : null,
+        name,
+        at > 0 ? normalized.slice(0, at) : name,
+      ],
     );
   }
   if (rows.length === 0) throw new NotFoundError("user not found");
@@ -235,34 +241,59 @@ interface CheckRun {
   sessionEvents: (user: UserForCheck) => NewEvent[];
 }
 
-/** The same facts as `foldUser`, from the users read model. */
-export async function userForCheck(q: Queryable, instanceId: string, userId: string): Promise<UserForCheck> {
+/** The same facts as `foldUser`, from the users read model, with the database's clock (`now`). */
+export async function userForCheck(
+  q: Queryable,
+  instanceId: string,
+  userId: string,
+): Promise<UserForCheck & { now: Date }> {
   const rows = await q.query<{
-    type: number;
-    state: number;
-    org_id: string;
+    type: number | null;
+    state: number | null;
+    org_id: string | null;
     password_hash: string | null;
-    password_failed_attempts: number;
+    password_change_required: boolean | null;
+    password_failed_attempts: number | null;
+    password_locked_until: Date | string | null;
+    now: Date | string;
   }>(
-    "SELECT type, state, org_id, password_hash, password_failed_attempts FROM users WHERE instance_id = $1 AND id = $2",
+    `SELECT u.type, u.state, u.org_id, u.password_hash, u.password_change_required, u.password_failed_attempts,
+            u.password_locked_until, now() AS now
+     FROM (SELECT 1) AS one LEFT JOIN users u ON u.instance_id = $1 AND u.id = $2`,
     [instanceId, userId],
   );
   const row = rows[0];
-  if (!row) return { exists: false, state: UserState.active, failedAttempts: 0 };
+  const now = new Date(row.now);
+  if (row.type === null) return { exists: false, state: UserState.active, failedAttempts: 0, now };
   return {
     exists: true,
     type: row.type,
-    state: row.state,
-    orgId: row.org_id,
+    state: row.state ?? UserState.active,
+    orgId: row.org_id ?? undefined,
     passwordHash: row.password_hash ?? undefined,
-    failedAttempts: row.password_failed_attempts,
+    passwordChangeRequired: row.password_change_required === true,
+    failedAttempts: row.password_failed_attempts ?? 0,
+    lockedUntil: row.password_locked_until ? new Date(row.password_locked_until) : undefined,
+    now,
   };
+}
+
+/** Whether a password check would verify the password now (and not refuse before). */
+function passwordCheckable(user: UserForCheck, now: Date): user is UserForCheck & { passwordHash: string } {
+  return (
+    user.exists &&
+    user.state === UserState.active &&
+    user.type === UserType.human &&
+    user.passwordHash !== undefined &&
+    lockedOutUntil(user, now) === undefined
+  );
 }
 
 /**
  * Runs the checks of one command. The (slow) argon2 verification runs before the transaction against the
  * hash then current, and again inside only when the hash changed meanwhile. A wrong password commits the
- * failure (and lock) events alone, then throws INVALID_ARGUMENT "password is wrong".
+ * failure (and lockout) events alone, then throws INVALID_ARGUMENT "password is wrong"; while a temporary
+ * lockout lasts the password is neither verified nor counted (PasswordLockedOutError, FAILED_PRECONDITION).
  */
 async function runChecks(
   store: EventStore,
@@ -273,8 +304,7 @@ async function runChecks(
   const verify = run.password === undefined ? undefined : passwordVerifier(run.password);
   if (verify) {
     const user = await userForCheck(store.db, actor.instanceId, run.userId);
-    if (user.exists && user.state === UserState.active && user.type === UserType.human && user.passwordHash)
-      await verify(user.passwordHash);
+    if (passwordCheckable(user, user.now)) await verify(user.passwordHash);
   }
   let wrongPassword = false;
   const stored = await store.push(actor, async (tx) => {
@@ -287,8 +317,11 @@ async function runChecks(
     assertCheckable(user);
     const events: NewEvent[] = [];
     if (verify) {
-      const passed = await verify(passwordHashOf(user));
-      events.push(...passwordCheckEvents(run.userId, user, passed, policy));
+      const hash = passwordHashOf(user);
+      const lockedUntil = lockedOutUntil(user, user.now);
+      if (lockedUntil) throw new PasswordLockedOutError(lockedUntil);
+      const passed = await verify(hash);
+      events.push(...passwordCheckEvents(run.userId, user, passed, policy, user.now));
       if (!passed) {
         wrongPassword = true;
         return events;

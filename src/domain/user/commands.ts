@@ -14,16 +14,7 @@ import {
   UserState,
   UserType,
 } from "./events.ts";
-
-function usernameConstraint(username: string) {
-  return {
-    action: "add" as const,
-    type: "username",
-    field: username,
-    ignoreCase: true,
-    message: `username "${username}" is already taken`,
-  };
-}
+import { usernameConstraint, usernameKey } from "./username.ts";
 
 export function addHumanEvent(userId: string, orgId: string, payload: HumanAddedPayload): NewEvent {
   return {
@@ -32,7 +23,7 @@ export function addHumanEvent(userId: string, orgId: string, payload: HumanAdded
     resourceOwner: orgId,
     type: UserEvent.humanAdded,
     payload: { ...payload },
-    uniqueConstraints: [usernameConstraint(payload.username)],
+    uniqueConstraints: [usernameConstraint("add", payload.username)],
   };
 }
 
@@ -43,7 +34,7 @@ export function addMachineEvent(userId: string, orgId: string, payload: MachineA
     resourceOwner: orgId,
     type: UserEvent.machineAdded,
     payload: { ...payload },
-    uniqueConstraints: [usernameConstraint(payload.username)],
+    uniqueConstraints: [usernameConstraint("add", payload.username)],
   };
 }
 
@@ -88,6 +79,8 @@ export interface UserAggregate {
   phoneVerified: boolean;
   passwordHash: string | null;
   passwordChangeRequired: boolean;
+  /** End of the last temporary password lockout (it may be over); undefined after a reset. */
+  passwordLockedUntil?: Date;
   name: string | null;
   description: string | null;
   accessTokenType: number;
@@ -177,11 +170,21 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
       case UserEvent.passwordChanged:
         user.passwordHash = String(p.password_hash);
         user.passwordChangeRequired = p.change_required === true;
+        user.passwordLockedUntil = undefined;
+        break;
+      case UserEvent.passwordCheckFailed:
+        user.passwordLockedUntil = typeof p.locked_until === "string" ? new Date(p.locked_until) : undefined;
+        break;
+      case UserEvent.passwordCheckSucceeded:
+        user.passwordLockedUntil = undefined;
         break;
       case UserEvent.locked:
         user.state = UserState.locked;
         break;
       case UserEvent.unlocked:
+        user.state = UserState.active;
+        user.passwordLockedUntil = undefined;
+        break;
       case UserEvent.reactivated:
         user.state = UserState.active;
         break;
@@ -241,7 +244,11 @@ export type StateAction = "lock" | "unlock" | "deactivate" | "reactivate";
 
 const transitions: Record<StateAction, { from: number; event: string; describe: string }> = {
   lock: { from: UserState.active, event: UserEvent.locked, describe: "only an active user can be locked" },
-  unlock: { from: UserState.locked, event: UserEvent.unlocked, describe: "the user is not locked" },
+  unlock: {
+    from: UserState.locked,
+    event: UserEvent.unlocked,
+    describe: "the user is neither locked nor locked out of password checks",
+  },
   deactivate: {
     from: UserState.active,
     event: UserEvent.deactivated,
@@ -254,23 +261,51 @@ const transitions: Record<StateAction, { from: number; event: string; describe: 
   },
 };
 
-/** lock: ACTIVE → LOCKED, unlock: LOCKED → ACTIVE, deactivate: ACTIVE → INACTIVE, reactivate: INACTIVE → ACTIVE. */
-export function changeStateEvents(user: UserAggregate, action: StateAction): NewEvent[] {
+/**
+ * lock: ACTIVE → LOCKED, unlock: LOCKED → ACTIVE, deactivate: ACTIVE → INACTIVE, reactivate: INACTIVE →
+ * ACTIVE. Unlock also ends a temporary password lockout lasting at `now` (the user is ACTIVE then), and
+ * either way resets the count of wrong passwords.
+ */
+export function changeStateEvents(user: UserAggregate, action: StateAction, now = new Date()): NewEvent[] {
   const t = transitions[action];
-  if (user.state !== t.from) throw new FailedPreconditionError(t.describe);
+  const lockedOut =
+    action === "unlock" &&
+    user.state === UserState.active &&
+    user.passwordLockedUntil !== undefined &&
+    user.passwordLockedUntil.getTime() > now.getTime();
+  if (user.state !== t.from && !lockedOut) throw new FailedPreconditionError(t.describe);
   return [userEvent(user, t.event)];
+}
+
+/**
+ * `user.password.changed` of a human user: the new argon2id hash (never the password), and whether the
+ * next sign-in must change it. It resets the failed password attempts and ends a temporary lockout.
+ */
+export function setPasswordEvents(
+  user: UserAggregate,
+  passwordHash: string,
+  changeRequired: boolean,
+): NewEvent[] {
+  requireHuman(user, "passwords");
+  return [
+    userEvent(user, UserEvent.passwordChanged, {
+      password_hash: passwordHash,
+      change_required: changeRequired,
+    }),
+  ];
 }
 
 export function changeUsernameEvent(user: UserAggregate, username: string): NewEvent[] {
   if (username === user.username) return [];
+  // `Ada` → `ada`: the same key, so the constraint stays; only the spelling changes
+  const sameKey = usernameKey(username) === usernameKey(user.username);
   const payload: UsernameChangedPayload = { username, old_username: user.username };
   return [
     {
       ...userEvent(user, UserEvent.usernameChanged, { ...payload }),
-      uniqueConstraints: [
-        { action: "remove", type: "username", field: user.username, ignoreCase: true },
-        usernameConstraint(username),
-      ],
+      uniqueConstraints: sameKey
+        ? []
+        : [usernameConstraint("remove", user.username), usernameConstraint("add", username)],
     },
   ];
 }
@@ -326,7 +361,7 @@ export function removeUserEvent(user: UserAggregate): NewEvent {
   return {
     ...userEvent(user, UserEvent.removed, { username: user.username }),
     uniqueConstraints: [
-      { action: "remove", type: "username", field: user.username, ignoreCase: true },
+      usernameConstraint("remove", user.username),
       ...[...user.idpLinks].map(([idpId, link]) => ({
         action: "remove" as const,
         type: IDP_LINK_CONSTRAINT,

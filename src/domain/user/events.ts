@@ -7,7 +7,7 @@ export const UserEvent = {
   changed: "user.changed",
   usernameChanged: "user.username.changed",
   passwordChanged: "user.password.changed",
-  /** A wrong password in a session check (counts towards the lockout policy). */
+  /** A wrong password in a session check (counts towards the lockout; may start a temporary one). */
   passwordCheckFailed: "user.password.check.failed",
   /** A right password in a session check (resets the failure count). */
   passwordCheckSucceeded: "user.password.check.succeeded",
@@ -97,8 +97,14 @@ export interface PasswordChangedPayload {
   change_required: boolean;
 }
 
-/** `user.password.check.failed` / `user.password.check.succeeded` (appended by session checks). */
+/** `user.password.check.succeeded` (appended by session checks after failures). */
 export type PasswordCheckPayload = Record<string, never>;
+
+/** `user.password.check.failed` (appended by session checks; null payload before lockouts had an end). */
+export interface PasswordCheckFailedPayload {
+  /** RFC 3339: this failure started a temporary lockout ending then (password checks refused until). */
+  locked_until?: string;
+}
 
 export interface MetadataSetPayload {
   key: string;

@@ -34,12 +34,8 @@ import {
   idpLinkAddedEvent,
 } from "../../domain/user/commands.ts";
 import { USER, type UserChangedPayload } from "../../domain/user/events.ts";
-import {
-  AlreadyExistsError,
-  FailedPreconditionError,
-  InvalidArgumentError,
-  NotFoundError,
-} from "../../errors.ts";
+import { usernameKey } from "../../domain/user/username.ts";
+import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "../../errors.ts";
 import { newId } from "../../id.ts";
 import { fetchThrough, HttpCaller } from "../../net/http.ts";
 import type { OutboundLevel } from "../../net/outbound.ts";
@@ -49,6 +45,7 @@ import { activeIdpForOrg, activeIdpsForOrg, type LoginIdp } from "../../query/id
 import type { AuthRequest, UiState } from "../auth-requests.ts";
 import type { Translator } from "../i18n.ts";
 import type { Login } from "../login.ts";
+import { checkPasswordForSignIn } from "../password.ts";
 import { initials, type PageContext, sendPage } from "../render.ts";
 import type { LoginSession } from "../sessions.ts";
 import { readUserAgent, type UserAgent } from "../user-agent.ts";
@@ -337,10 +334,10 @@ export async function registerIdpRoutes(
       LEFT JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id
       WHERE u.instance_id = $1 AND u.org_id = $2 AND u.type = 1`;
     if (mode === "username" && external.username) {
-      rows = await db.query(`${select} AND lower(u.username) = lower($3) LIMIT 2`, [
+      rows = await db.query(`${select} AND u.username_key = $3 LIMIT 2`, [
         instanceId,
         intent.orgId,
-        external.username,
+        usernameKey(external.username),
       ]);
     } else if (mode === "email" && external.email && external.emailVerified) {
       rows = await db.query(`${select} AND lower(u.email) = lower($3) AND u.email_verified LIMIT 2`, [
@@ -701,36 +698,19 @@ export async function registerIdpRoutes(
       // only users of the organization the provider signs in to
       if (user && user.orgId !== intent.orgId) user = undefined;
     }
-    if (!user) {
-      await login.verifyDummyPassword(password);
-      return fail("error.invalidCredentials");
-    }
+    // the same answer for every failure as on the password page (../password.ts)
+    const existing = user
+      ? (await tools.sessionsFor(request, authRequest)).find((s) => s.userId === user.id)
+      : undefined;
+    const sessionId = await checkPasswordForSignIn(login, {
+      instanceId,
+      user,
+      password,
+      sessionId: existing?.id,
+      userAgentHash: agent.hash,
+    });
+    if (!user || !sessionId) return fail("error.invalidCredentials");
     const actor = { instanceId, creator: user.id };
-    const existing = (await tools.sessionsFor(request, authRequest)).find((s) => s.userId === user.id);
-    let sessionId: string;
-    try {
-      sessionId = existing
-        ? (await checkSession(eventStore, actor, { sessionId: existing.id, password }, login.policy))
-            .sessionId
-        : (
-            await createSession(
-              eventStore,
-              actor,
-              { user, password, userAgentHash: agent.hash },
-              login.policy,
-            )
-          ).sessionId;
-    } catch (error) {
-      if (error instanceof InvalidArgumentError) return fail("error.invalidCredentials");
-      if (error instanceof FailedPreconditionError) {
-        if (error.message === "user is locked") return fail("error.locked");
-        if (error.message === "user is inactive") return fail("error.inactive");
-        await login.verifyDummyPassword(password);
-        return fail("error.invalidCredentials");
-      }
-      if (error instanceof NotFoundError) return fail("error.invalidCredentials");
-      throw error;
-    }
     const external = intent.external!;
     try {
       await eventStore.push(actor, async (tx) => {

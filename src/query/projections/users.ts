@@ -4,6 +4,7 @@ import {
   type KeyAddedPayload,
   type MachineAddedPayload,
   type MetadataSetPayload,
+  type PasswordCheckFailedPayload,
   type SecretSetPayload,
   USER,
   type UserChangedPayload,
@@ -11,6 +12,7 @@ import {
   UserState,
   UserType,
 } from "../../domain/user/events.ts";
+import { usernameKey } from "../../domain/user/username.ts";
 import type { EventHandler, Projection, StoredEvent } from "../../eventstore/types.ts";
 import type { Queryable } from "../../storage/database.ts";
 
@@ -46,6 +48,9 @@ function setState(state: number, extra: Record<string, unknown> = {}): EventHand
   return (tx, e) => touch(tx, e, { state, ...extra });
 }
 
+/** Columns of a reset failure count (right password, unlock, password change). */
+const noFailures = { password_failed_attempts: 0, password_locked_until: null };
+
 export const usersProjection: Projection = {
   name: "users",
   tables: ["users", "personal_access_tokens", "user_metadata", "user_keys", "user_idp_links"],
@@ -56,8 +61,8 @@ export const usersProjection: Projection = {
       await tx.query(
         `INSERT INTO users (instance_id, id, org_id, type, username, given_name, family_name, display_name, nick_name,
            preferred_language, email, email_verified, phone, phone_verified, password_hash, password_change_required,
-           created_at, changed_at, sequence)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18)`,
+           created_at, changed_at, sequence, username_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19)`,
         [
           e.instanceId,
           e.aggregateId,
@@ -77,6 +82,7 @@ export const usersProjection: Projection = {
           p.password_change_required === true,
           e.createdAt,
           e.sequence,
+          usernameKey(p.username),
         ],
       );
     },
@@ -84,8 +90,8 @@ export const usersProjection: Projection = {
       const p = e.payload as unknown as MachineAddedPayload;
       await tx.query(
         `INSERT INTO users (instance_id, id, org_id, type, username, machine_name, description, access_token_type,
-           created_at, changed_at, sequence)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)`,
+           created_at, changed_at, sequence, username_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)`,
         [
           e.instanceId,
           e.aggregateId,
@@ -97,16 +103,18 @@ export const usersProjection: Projection = {
           p.access_token_type ?? 0,
           e.createdAt,
           e.sequence,
+          usernameKey(p.username),
         ],
       );
     },
     [UserEvent.locked]: setState(UserState.locked),
-    [UserEvent.unlocked]: setState(UserState.active, { password_failed_attempts: 0 }),
+    [UserEvent.unlocked]: setState(UserState.active, noFailures),
     [UserEvent.deactivated]: setState(UserState.inactive),
     [UserEvent.reactivated]: setState(UserState.active),
     [UserEvent.passwordChanged]: async (tx, e) => {
       await tx.query(
-        `UPDATE users SET password_hash = $3, password_change_required = $4, changed_at = $5, sequence = $6
+        `UPDATE users SET password_hash = $3, password_change_required = $4, changed_at = $5, sequence = $6,
+           password_failed_attempts = 0, password_locked_until = NULL
          WHERE instance_id = $1 AND id = $2`,
         [
           e.instanceId,
@@ -125,16 +133,22 @@ export const usersProjection: Projection = {
       if (p.name !== undefined) set.machine_name = p.name;
       await touch(tx, e, set);
     },
-    [UserEvent.usernameChanged]: (tx, e) => touch(tx, e, { username: e.payload!.username }),
-    // Appended by session password checks: count wrong passwords in a row, reset on a right one.
+    [UserEvent.usernameChanged]: (tx, e) => {
+      const username = String(e.payload!.username);
+      return touch(tx, e, { username, username_key: usernameKey(username) });
+    },
+    // Appended by session password checks: count wrong passwords in a row (and the temporary lockout one
+    // starts), reset on a right one, an unlock and a password change.
     [UserEvent.passwordCheckFailed]: async (tx, e) => {
+      const until = (e.payload as PasswordCheckFailedPayload | null)?.locked_until ?? null;
       await tx.query(
-        `UPDATE users SET password_failed_attempts = password_failed_attempts + 1, changed_at = $3, sequence = $4
+        `UPDATE users SET password_failed_attempts = password_failed_attempts + 1, password_locked_until = $5,
+           changed_at = $3, sequence = $4
          WHERE instance_id = $1 AND id = $2`,
-        [e.instanceId, e.aggregateId, e.createdAt, e.sequence],
+        [e.instanceId, e.aggregateId, e.createdAt, e.sequence, until],
       );
     },
-    [UserEvent.passwordCheckSucceeded]: (tx, e) => touch(tx, e, { password_failed_attempts: 0 }),
+    [UserEvent.passwordCheckSucceeded]: (tx, e) => touch(tx, e, noFailures),
     [UserEvent.metadataSet]: async (tx, e) => {
       const p = e.payload as unknown as MetadataSetPayload;
       await tx.query(

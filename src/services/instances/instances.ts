@@ -12,6 +12,7 @@ import {
 import { INSTANCE, type InstanceLimitsPayload } from "../../domain/instance/events.ts";
 import type { Version } from "../../domain/org/commands.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
+import { checkUsername } from "../../domain/user/username.ts";
 import { InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import { RequestContextSchema } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import {
@@ -148,6 +149,7 @@ export function instancesService(deps: ServiceDeps) {
       });
       const orgName = nonBlank(input.firstOrgName, "instance.first_org_name");
       const admin = input.admin!;
+      checkUsername(admin.username, "instance.admin.username");
       // The same complexity policy as every other password (users API, SetPassword).
       checkPasswordPolicy(admin.password, deps.config.passwordMinLength, "instance.admin.password");
       const created = await createInstance(deps.eventStore, call.creator, {

@@ -54,6 +54,7 @@ async function eventsOfType(platform: TestPlatform, userId: string, type: string
   return Number(rows[0].n);
 }
 
+// The permanent lockout of these tests is an explicit setting; the default (temporary) is ./password.test.ts.
 describe("sessions", () => {
   let platform: TestPlatform;
   const texts: string[] = [];
@@ -74,7 +75,7 @@ describe("sessions", () => {
     rest("POST", BASE, { token, json: { checks } });
 
   before(async () => {
-    platform = await startPlatform({ listen: true });
+    platform = await startPlatform({ listen: true, env: { PLATFORM_PASSWORD_LOCKOUT: "permanent" } });
     orgId = platform.bootstrapResult!.orgId;
     adminId = platform.bootstrapResult!.adminUserId;
     ({ token: owner } = await addMachineUser(platform, {
@@ -478,7 +479,7 @@ describe("sessions", () => {
     assert.match(badMethod.json.message, /^filters\[0\]\.creation_date\.method: /);
   });
 
-  it("locks a user at the 10th wrong password; unlocking lets the right password pass again", async () => {
+  it("PLATFORM_PASSWORD_LOCKOUT=permanent locks a user at the 10th wrong password; unlocking lets the right password pass again", async () => {
     const password = "Correct-Horse-1!";
     const userId = await addHuman(platform, "lockme", password);
     const check = (pw: string) =>

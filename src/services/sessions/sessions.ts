@@ -7,7 +7,7 @@ import {
   checkSession,
   createSession,
   findUser,
-  type PasswordPolicy,
+  passwordPolicyOf,
   terminateSession,
   type UserCheck,
 } from "../../domain/session/commands.ts";
@@ -57,13 +57,15 @@ interface SessionRow {
   given_name: string | null;
   family_name: string | null;
   machine_name: string | null;
+  password_change_required: boolean | null;
   primary_domain: string | null;
   [key: string]: unknown;
 }
 
 const SELECT = `s.id, s.user_id, s.org_id, s.creator, s.user_checked_at, s.password_checked_at, s.idp_checked_at,
   s.idp_id, s.created_at,
-  s.changed_at, s.sequence, u.username, u.display_name, u.given_name, u.family_name, u.machine_name, o.primary_domain`;
+  s.changed_at, s.sequence, u.username, u.display_name, u.given_name, u.family_name, u.machine_name,
+  u.password_change_required, o.primary_domain`;
 const FROM = `sessions s
   LEFT JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id
   LEFT JOIN orgs o ON o.instance_id = s.instance_id AND o.id = s.org_id`;
@@ -114,7 +116,10 @@ function toGetSession(row: SessionRow): GetSession {
           ? create(UserFactorSchema, { verifiedAt: ts(row.user_checked_at) })
           : undefined,
         password: row.password_checked_at
-          ? create(PasswordFactorSchema, { verifiedAt: ts(row.password_checked_at) })
+          ? create(PasswordFactorSchema, {
+              verifiedAt: ts(row.password_checked_at),
+              changeRequired: row.password_change_required === true,
+            })
           : undefined,
         idp: row.idp_checked_at
           ? create(IdpFactorSchema, { idpId: row.idp_id ?? "", verifiedAt: ts(row.idp_checked_at) })
@@ -153,7 +158,7 @@ const orgContext = (instanceId: string, orgId: string): ResolvedContext => ({
  * caller that created it.
  */
 export function sessionsService(deps: ServiceDeps) {
-  const policy = (): PasswordPolicy => ({ maxPasswordAttempts: deps.config.maxPasswordAttempts });
+  const policy = () => passwordPolicyOf(deps.config);
   const actor = (call: AuthorizedCall, instanceId: string) => ({ instanceId, creator: call.creator });
 
   async function mayRead(caller: Caller, instanceId: string, row: SessionRow): Promise<boolean> {

@@ -1,4 +1,5 @@
 import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { OwnerType } from "../../domain/settings/events.ts";
 import { UserType as DomainUserType } from "../../domain/user/events.ts";
 import {
@@ -34,6 +35,9 @@ export interface UserRow {
   phone_verified: boolean;
   password_set: boolean;
   password_change_required: boolean;
+  password_failed_attempts: number;
+  /** Set only while a temporary password lockout lasts (by the database's clock). */
+  password_locked_until: Date | null;
   machine_name: string | null;
   description: string | null;
   access_token_type: number | null;
@@ -47,7 +51,9 @@ export interface UserRow {
 
 export const USER_COLUMNS = `u.id, u.org_id, u.type, u.username, u.state, u.given_name, u.family_name, u.display_name,
   u.nick_name, u.preferred_language, u.email, u.email_verified, u.phone, u.phone_verified,
-  (u.password_hash IS NOT NULL) AS password_set, u.password_change_required, u.machine_name, u.description,
+  (u.password_hash IS NOT NULL) AS password_set, u.password_change_required, u.password_failed_attempts,
+  CASE WHEN u.password_locked_until > now() THEN u.password_locked_until END AS password_locked_until,
+  u.machine_name, u.description,
   u.access_token_type, (u.client_secret_hash IS NOT NULL) AS has_secret, o.primary_domain, u.created_at,
   u.changed_at, u.sequence`;
 
@@ -119,6 +125,10 @@ export function toUser(row: UserRow, metadata: Record<string, string> = {}): Use
           : undefined,
         passwordSet: row.password_set,
         passwordChangeRequired: row.password_change_required,
+        failedPasswordAttempts: Number(row.password_failed_attempts ?? 0),
+        passwordLockedUntil: row.password_locked_until
+          ? timestampFromDate(date(row.password_locked_until))
+          : undefined,
       }),
     };
   } else {

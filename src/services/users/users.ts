@@ -36,6 +36,7 @@ import {
 } from "../../domain/user/events.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
+import { checkUsername, usernameKey } from "../../domain/user/username.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
@@ -48,7 +49,7 @@ import {
   type UserSearchFilter,
 } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { newId } from "../../id.ts";
-import { search, toPage, Where } from "../../query/search.ts";
+import { search, TextMethod, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
@@ -62,10 +63,18 @@ const sortColumns: Record<number, string> = {
   [UserFieldName.ID]: "u.id",
   [UserFieldName.CREATION_DATE]: "u.created_at",
   [UserFieldName.CHANGE_DATE]: "u.changed_at",
-  [UserFieldName.USERNAME]: "lower(u.username)",
+  [UserFieldName.USERNAME]: "u.username_key",
   [UserFieldName.EMAIL]: "lower(u.email)",
   [UserFieldName.STATE]: "u.state",
   [UserFieldName.TYPE]: "u.type",
+};
+
+/** The ignore-case text methods → the same comparison on the username's key. */
+const foldedTextMethod: Record<number, number> = {
+  [TextMethod.equalsIgnoreCase]: TextMethod.equals,
+  [TextMethod.startsWithIgnoreCase]: TextMethod.startsWith,
+  [TextMethod.containsIgnoreCase]: TextMethod.contains,
+  [TextMethod.endsWithIgnoreCase]: TextMethod.endsWith,
 };
 
 /** "" and undefined are "not given". */
@@ -216,9 +225,13 @@ export function usersService(deps: ServiceDeps) {
   function filterWhere(where: Where, filter: UserSearchFilter, instanceId: string, index: number): void {
     const f = filter.filter;
     switch (f.case) {
-      case "username":
-        where.text("u.username", f.value.method, f.value.username);
+      case "username": {
+        // ignoring case means as usernames compare: by their keys (normalized, case folded)
+        const folded = foldedTextMethod[f.value.method];
+        if (folded === undefined) where.text("u.username", f.value.method, f.value.username);
+        else where.text("u.username_key", folded, usernameKey(f.value.username));
         return;
+      }
       case "email":
         where.text("u.email", f.value.method, f.value.address);
         return;
@@ -259,6 +272,7 @@ export function usersService(deps: ServiceDeps) {
       await deps.authorizer.authorize(call.caller, "user.write", { type: "org", instanceId, orgId });
 
       const input = req.user!;
+      checkUsername(input.username, "user.username");
       const userId = newId();
       let event: NewEvent;
       if (input.type.case === "human") {
@@ -299,6 +313,7 @@ export function usersService(deps: ServiceDeps) {
       const { call, row } = await userCall(ctx, req.id, "user.write");
       const change = changeOf(req.user, row.type);
       const username = req.user?.username;
+      if (username !== undefined) checkUsername(username, "user.username");
       const problem =
         username !== undefined && row.type === UserType.machine && machineUsernameProblem(username);
       if (problem) throw new InvalidArgumentError(problem, "user.username");
