@@ -6,6 +6,10 @@
  * in their organization (and its projects); project roles only in their project. Actions, executions and
  * feature flags are instance-wide: no organization or project role grants them.
  *
+ * `events.read` (the audit log, docs/audit-log.md) is held by IAM_OWNER, IAM_OWNER_VIEWER and ORG_OWNER (the
+ * events whose resource owner is its organization), not by ORG_OWNER_VIEWER: event payloads show more than
+ * the read APIs (who did what, old values), so reading them is an owner's matter in an organization.
+ *
  * `user.impersonate` (token exchange with an actor token of another user, docs/token-exchange.md) is held
  * only by the END_USER_IMPERSONATOR roles: owning an instance or organization does not imply it, it must be
  * granted on purpose.
@@ -64,6 +68,7 @@ export const permissions = [
   "action.execution.write",
   "action.execution.delete",
   "execution.read",
+  "events.read",
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -71,6 +76,8 @@ const reads = permissions.filter((p) => p.endsWith(".read"));
 /** Granted only by the END_USER_IMPERSONATOR roles (see above). */
 const IMPERSONATE: Permission = "user.impersonate";
 const granted = (list: readonly Permission[]): Permission[] => list.filter((p) => p !== IMPERSONATE);
+/** The audit log: instance roles that read everything, and ORG_OWNER in its organization (see above). */
+const AUDIT_LOG: Permission = "events.read";
 const instanceWide = (p: Permission) =>
   p.startsWith("action.") || p === "execution.read" || p.startsWith("feature.") || p.startsWith("instance.");
 const orgScoped = granted(permissions.filter((p) => !instanceWide(p)));
@@ -106,7 +113,7 @@ export const rolePermissions: Record<string, readonly Permission[]> = {
   // Token exchange with an actor token: tokens for any user of the instance.
   IAM_END_USER_IMPERSONATOR: [IMPERSONATE],
   ORG_OWNER: orgScoped.filter((p) => p !== "org.create"),
-  ORG_OWNER_VIEWER: reads.filter((p) => !instanceWide(p)),
+  ORG_OWNER_VIEWER: reads.filter((p) => !instanceWide(p) && p !== AUDIT_LOG),
   ORG_USER_MANAGER: [...matching("user.", "session."), "org.read"],
   ORG_PROJECT_CREATOR: ["project.create", "project.read", "org.read"],
   // Token exchange with an actor token: tokens for the users of the organization.

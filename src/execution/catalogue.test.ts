@@ -1,29 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
-import { ExecutionEvent, TargetEvent } from "../domain/action/events.ts";
-import { InstanceEvent } from "../domain/instance/events.ts";
-import { MembershipEvent } from "../domain/membership/events.ts";
-import { OrgEvent } from "../domain/org/events.ts";
-import { ProjectEvent } from "../domain/project/events.ts";
-import { SessionEvent } from "../domain/session/events.ts";
-import { SettingsEvent } from "../domain/settings/events.ts";
-import { UserEvent } from "../domain/user/events.ts";
-import { UserGrantEvent } from "../domain/usergrant/events.ts";
-
-/** Every event type an instance's events can have (system events are never delivered). */
-const eventTypes = [
-  TargetEvent,
-  ExecutionEvent,
-  InstanceEvent,
-  MembershipEvent,
-  OrgEvent,
-  ProjectEvent,
-  SessionEvent,
-  SettingsEvent,
-  UserEvent,
-  UserGrantEvent,
-].flatMap((events) => Object.values(events) as string[]);
+import { eventTypes } from "../domain/catalogue.ts";
 
 describe("executions: the event catalogue of docs/actions.md", () => {
   it("lists every event type, and only those", () => {

@@ -12,6 +12,7 @@
  */
 import { executionCandidates } from "../domain/action/conditions.ts";
 import { EXECUTION, TARGET } from "../domain/action/events.ts";
+import { withoutSecrets } from "../domain/redaction.ts";
 import type { AppendHook } from "../eventstore/eventstore.ts";
 import type { StoredEvent } from "../eventstore/types.ts";
 import { newId } from "../id.ts";
@@ -75,24 +76,6 @@ export function outboxHook(options: OutboxOptions): AppendHook {
     if (options.notify) await tx.query("SELECT pg_notify($1, '')", [DELIVERY_CHANNEL]);
     options.queued([...new Set(rows.map((r) => r.eventPosition))]);
   };
-}
-
-/**
- * Payload keys never sent to targets (docs/actions.md "Event payloads"): hashes of passwords, tokens and
- * secrets, and key material. Events never hold secrets themselves, but a hash of a low-entropy secret
- * (a password) could be attacked offline, and a target needs none of them.
- */
-const SECRET_KEY = /(_hash$|(^|_)(secret|password|token|private_key|public_key|signing_key|key_data)$)/i;
-
-/** `payload` without the keys of SECRET_KEY, at any depth. */
-export function withoutSecrets(payload: unknown): unknown {
-  if (Array.isArray(payload)) return payload.map(withoutSecrets);
-  if (payload === null || typeof payload !== "object") return payload;
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(payload)) {
-    if (!SECRET_KEY.test(key)) out[key] = withoutSecrets(value);
-  }
-  return out;
 }
 
 /** The body of an event delivery (contract.md §4). */

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { describe, it } from "node:test";
 import { loadConfig } from "../config.ts";
+import { withoutSecrets } from "../domain/redaction.ts";
 import { MAX_RETRY_DELAY_MS, retryDelayMs } from "./deliveries.ts";
-import { eventBody, withoutSecrets } from "./outbox.ts";
+import { eventBody } from "./outbox.ts";
 import { signatureHeader, verifySignature } from "./signing.ts";
 
 describe("executions: signatures", () => {

@@ -3,6 +3,7 @@ import { actionsService } from "./actions/service.ts";
 import { appsService } from "./apps/apps.ts";
 import type { ServiceDeps } from "./deps.ts";
 import { domainsService } from "./domains/domains.ts";
+import { eventsService } from "./events/events.ts";
 import { idpsService } from "./idps/idps.ts";
 import { instancesService } from "./instances/instances.ts";
 import { membershipsService } from "./memberships/memberships.ts";
@@ -32,6 +33,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     appsService(deps),
     userGrantsService(deps),
     idpsService(deps),
+    eventsService(deps),
     actionsService(deps, () => services.map((s) => s.service)),
   ];
   return services;

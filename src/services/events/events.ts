@@ -1,0 +1,150 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
+import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext } from "@connectrpc/connect";
+import { apiService } from "../../api/register.ts";
+import { aggregateTypes, eventTypes } from "../../domain/catalogue.ts";
+import { withoutSecrets } from "../../domain/redaction.ts";
+import { InvalidArgumentError, PermissionDeniedError } from "../../errors.ts";
+import type { RequestContext } from "../../gen/platform/object/v3alpha/object_pb.ts";
+import {
+  EditorSchema,
+  type Event,
+  type EventFilters,
+  EventSchema,
+  PlatformEvents,
+} from "../../gen/platform/resources/event/v3alpha/event_service_pb.ts";
+import { auditLogRetention, type EventRow, searchEvents } from "../../query/events.ts";
+import { toPage } from "../../query/search.ts";
+import { authorize } from "../call.ts";
+import type { ServiceDeps } from "../deps.ts";
+import { listDetails } from "../mapping.ts";
+
+const PERMISSION = "events.read";
+const knownAggregateTypes = new Set(aggregateTypes);
+const knownEventTypes = new Set(eventTypes);
+
+/** Seconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the range of a Timestamp. */
+const MIN_SECONDS = -62_135_596_800n;
+const MAX_SECONDS = 253_402_300_799n;
+const MAX_BIGINT = 2n ** 63n - 1n;
+
+/**
+ * Where the caller may read events, in the instance of the call: the whole instance (an instance role with
+ * `events.read`, a system user) or the organizations where it holds `events.read` (ORG_OWNER); an
+ * organization context narrows to that organization. PERMISSION_DENIED when nothing is readable.
+ */
+async function readableScope(
+  deps: ServiceDeps,
+  ctx: HandlerContext,
+  requestContext: RequestContext | undefined,
+): Promise<{ instanceId: string; owners: "all" | string[] }> {
+  const call = await authorize(deps, ctx, "authenticated", { ctx: requestContext });
+  const context = call.context;
+  if (context.type === "system")
+    throw new InvalidArgumentError("events are searched in an instance or an organization", "ctx");
+  const instanceId = context.instanceId;
+  if (context.type === "org" || context.type === "project") {
+    await deps.authorizer.authorize(call.caller, PERMISSION, context);
+    return { instanceId, owners: [context.orgId] };
+  }
+  const orgs = await deps.authorizer.orgsWith(call.caller, PERMISSION, instanceId);
+  if (orgs !== "all" && orgs.size === 0)
+    throw new PermissionDeniedError(`permission denied: ${PERMISSION} is required`);
+  return { instanceId, owners: orgs === "all" ? "all" : [...orgs].sort() };
+}
+
+/** A Timestamp as RFC 3339 with microseconds (the precision events are stored with). */
+function sqlTimestamp(ts: Timestamp | undefined, field: string): string | undefined {
+  if (!ts) return undefined;
+  if (ts.seconds < MIN_SECONDS || ts.seconds > MAX_SECONDS || ts.nanos < 0 || ts.nanos > 999_999_999)
+    throw new InvalidArgumentError("is not a valid timestamp", field);
+  const whole = new Date(Number(ts.seconds) * 1000).toISOString().slice(0, 19);
+  return `${whole}.${String(Math.floor(ts.nanos / 1000)).padStart(6, "0")}Z`;
+}
+
+/** The filters, checked: known types, valid times, a cursor PostgreSQL can hold. */
+function checkedFilters(filters: EventFilters | undefined) {
+  const f = filters;
+  if (f?.aggregateType && !knownAggregateTypes.has(f.aggregateType))
+    throw new InvalidArgumentError(
+      `unknown aggregate type "${f.aggregateType}" (GET /resources/v3alpha/events/aggregate_types lists them)`,
+      "filters.aggregate_type",
+    );
+  f?.eventTypes.forEach((type, i) => {
+    if (!knownEventTypes.has(type))
+      throw new InvalidArgumentError(
+        `unknown event type "${type}" (GET /resources/v3alpha/events/types lists them)`,
+        `filters.event_types[${i}]`,
+      );
+  });
+  const createdAfter = sqlTimestamp(f?.createdAfter, "filters.created_after");
+  const createdBefore = sqlTimestamp(f?.createdBefore, "filters.created_before");
+  if (createdAfter && createdBefore && createdAfter >= createdBefore)
+    throw new InvalidArgumentError("must be later than filters.created_after", "filters.created_before");
+  if (f && f.fromSequence > MAX_BIGINT)
+    throw new InvalidArgumentError("is too large", "filters.from_sequence");
+  return {
+    aggregateType: f?.aggregateType || undefined,
+    aggregateId: f?.aggregateId || undefined,
+    eventTypes: f?.eventTypes.length ? f.eventTypes : undefined,
+    editorUserId: f?.editorUserId || undefined,
+    resourceOwner: f?.resourceOwner || undefined,
+    createdAfter,
+    createdBefore,
+    fromSequence: f?.fromSequence || undefined,
+  };
+}
+
+function editorName(row: EventRow): string {
+  if (row.display_name) return row.display_name;
+  if (row.machine_name) return row.machine_name;
+  return [row.given_name, row.family_name].filter(Boolean).join(" ");
+}
+
+function toEvent(row: EventRow): Event {
+  const micros = BigInt(row.created_us);
+  return create(EventSchema, {
+    sequence: BigInt(row.position),
+    createdAt: create(TimestampSchema, {
+      seconds: micros / 1_000_000n,
+      nanos: Number(micros % 1_000_000n) * 1000,
+    }),
+    eventType: row.event_type,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    resourceOwner: row.resource_owner,
+    editor: create(EditorSchema, { userId: row.creator, displayName: editorName(row) }),
+    payload: withoutSecrets(row.payload ?? {}) as JsonObject,
+    aggregateSequence: BigInt(row.sequence),
+  });
+}
+
+/** PlatformEvents: the audit log (docs/audit-log.md). */
+export function eventsService(deps: ServiceDeps) {
+  return apiService(PlatformEvents, {
+    async searchEvents(req, ctx) {
+      const { instanceId, owners } = await readableScope(deps, ctx, req.ctx);
+      const page = toPage(req.query, deps.config.maxSearchLimit);
+      const filters = checkedFilters(req.filters);
+      const result = await searchEvents(deps.db, {
+        instanceId,
+        readableOwners: owners,
+        ...filters,
+        retentionSeconds: await auditLogRetention(deps.db, instanceId),
+        page,
+      });
+      return { details: listDetails(result), result: result.rows.map(toEvent) };
+    },
+
+    async listEventTypes(req, ctx) {
+      await readableScope(deps, ctx, req.ctx);
+      return { eventTypes: [...eventTypes] };
+    },
+
+    async listAggregateTypes(req, ctx) {
+      await readableScope(deps, ctx, req.ctx);
+      return { aggregateTypes: [...aggregateTypes] };
+    },
+  });
+}
