@@ -319,6 +319,6 @@ describe("login UI in Chromium", () => {
       },
     );
     assert.deepEqual(failures, []);
-    assert.equal(seen.size, 14, `every page visited: ${[...seen].join(", ")}`);
+    assert.equal(seen.size, 15, `every page visited: ${[...seen].join(", ")}`);
   });
 });

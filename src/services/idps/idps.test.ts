@@ -941,6 +941,7 @@ describe("identity providers: operations, fields, validation, secrets, flag", ()
       id: own,
       name: "zz login A's own",
       type: "oauth",
+      owner: "organization",
       options: {
         isManualLinkingAllowed: false,
         isManualCreationAllowed: false,
