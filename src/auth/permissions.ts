@@ -3,8 +3,9 @@
  * `authorize(caller, permission, context)` (authorize.ts) for one of these permissions.
  *
  * Instance roles apply in the instance and every organization and project in it; organization roles only
- * in their organization (and its projects); project roles only in their project. Actions, executions and
- * feature flags are instance-wide: no organization or project role grants them.
+ * in their organization (and its projects); project roles only in their project. Actions, executions,
+ * feature flags and web keys (the instance's signing keys) are instance-wide: no organization or project
+ * role grants them.
  *
  * `user.impersonate` (token exchange with an actor token of another user, docs/token-exchange.md) is held
  * only by the END_USER_IMPERSONATOR roles: owning an instance or organization does not imply it, it must be
@@ -64,6 +65,9 @@ export const permissions = [
   "action.execution.write",
   "action.execution.delete",
   "execution.read",
+  "web_key.read",
+  "web_key.write",
+  "web_key.delete",
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -72,7 +76,11 @@ const reads = permissions.filter((p) => p.endsWith(".read"));
 const IMPERSONATE: Permission = "user.impersonate";
 const granted = (list: readonly Permission[]): Permission[] => list.filter((p) => p !== IMPERSONATE);
 const instanceWide = (p: Permission) =>
-  p.startsWith("action.") || p === "execution.read" || p.startsWith("feature.") || p.startsWith("instance.");
+  p.startsWith("action.") ||
+  p === "execution.read" ||
+  p.startsWith("feature.") ||
+  p.startsWith("instance.") ||
+  p.startsWith("web_key.");
 const orgScoped = granted(permissions.filter((p) => !instanceWide(p)));
 const matching = (...prefixes: string[]): Permission[] =>
   granted(permissions.filter((p) => prefixes.some((prefix) => p.startsWith(prefix))));

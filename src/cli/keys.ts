@@ -1,5 +1,7 @@
 import { type Config, resolveMasterKey } from "../config.ts";
+import { EventStore } from "../eventstore/eventstore.ts";
 import { SigningKeys } from "../oidc/keys.ts";
+import { projections } from "../query/projections/index.ts";
 import { CommandError, openForCommand } from "./database.ts";
 
 /** `platform keys rotate`: a new signing key for each instance (or one), signing from now on. */
@@ -10,7 +12,7 @@ export async function rotateKeys(config: Config, instanceId: string | undefined)
     "rotate through its web keys API instead (POST /resources/v3alpha/web_keys, then POST /resources/v3alpha/web_keys/{id}/_activate; docs/oidc.md), or stop it first",
   );
   try {
-    const keys = new SigningKeys(db, resolveMasterKey(config));
+    const keys = new SigningKeys(db, resolveMasterKey(config), new EventStore(db, projections));
     await keys.checkMasterKey();
     const instances = (
       await db.query<{ id: string }>(

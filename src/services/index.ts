@@ -14,6 +14,7 @@ import { languageSettingsService } from "./settings/languages.ts";
 import { loginSettingsService } from "./settings/login.ts";
 import { userGrantsService } from "./user-grants/user_grants.ts";
 import { usersService } from "./users/users.ts";
+import { webKeysService } from "./web-keys/web-keys.ts";
 
 /** Every API service Platform serves. */
 export function apiServices(deps: ServiceDeps): ApiService[] {
@@ -32,6 +33,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     appsService(deps),
     userGrantsService(deps),
     idpsService(deps),
+    webKeysService(deps),
     actionsService(deps, () => services.map((s) => s.service)),
   ];
   return services;
