@@ -4,6 +4,7 @@ import { sha256 } from "../crypto/tokens.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
 import { SESSION, SessionEvent } from "../domain/session/events.ts";
 import { USER, UserEvent } from "../domain/user/events.ts";
+import { WEB_KEY, WebKeyEvent } from "../domain/web-key/events.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import { activeAccessToken, isJwt } from "./access-tokens.ts";
@@ -57,6 +58,9 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
       // An exchanged token lives only as long as the browser sessions it descends from.
       if (e.aggregateType === SESSION && e.type === SessionEvent.terminated)
         drop((t) => t.instanceId === e.instanceId && t.lineage?.sessionIds?.includes(e.aggregateId) === true);
+      // A JWT access token ends with its signing key.
+      if (e.aggregateType === WEB_KEY && e.type === WebKeyEvent.removed)
+        drop((t) => t.instanceId === e.instanceId && t.jwt);
       if (e.aggregateType === INSTANCE) {
         drop((t) => t.instanceId === e.aggregateId);
         managementProjects.delete(e.aggregateId);

@@ -16,10 +16,10 @@ export const MAX_ID_TOKEN_HINT = 16_384;
 
 /**
  * Verifies an `id_token_hint` (authorization and end-session endpoints): an ID token this instance signed
- * (by a key of its JWKS, with that key's algorithm), for this issuer; an expired one is accepted (OIDC Core §3.1.2.1, RP-Initiated
- * Logout §2: the hint identifies, it does not authorize; end session signs out without asking only when
- * its `sid` is a session of the browser, ./endpoints/end-session.ts). JWT access tokens (`typ: at+jwt`) are
- * refused. Undefined when it is not such a token.
+ * (by a key of its JWKS, with that key's algorithm), for this issuer; an expired one is accepted (OIDC
+ * Core §3.1.2.1, RP-Initiated Logout §2: the hint identifies, it does not authorize; end session signs out
+ * without asking only when its `sid` is a session of the browser, ./endpoints/end-session.ts). JWT access
+ * tokens (`typ: at+jwt`) are refused. Undefined when it is not such a token.
  */
 export async function verifyIdTokenHint(
   ctx: OidcContext,

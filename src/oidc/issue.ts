@@ -254,8 +254,8 @@ export async function prepareTokens(
 }
 
 /**
- * An ID token (OpenID Connect Core §2): signed by the instance's active key (with its algorithm), `aud` the token audience,
- * `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
+ * An ID token (OpenID Connect Core §2): signed by the instance's active key (with its algorithm), `aud` the
+ * token audience, `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
  * phone and address claims are left out when an access token is issued too (they come from userinfo),
  * unless the client sets `id_token_userinfo_assertion`.
  */

@@ -104,10 +104,10 @@ describe("web keys API", () => {
     assert.equal(tokens.claims()!.sub, svc.userId);
     return { idToken: tokens.id_token!, accessToken: tokens.access_token };
   };
-  const jwtAccessToken = async () => {
+  const jwtAccessToken = async (scope = "openid") => {
     const r = await postForm(
       `${platform.url}/oauth/v2/token`,
-      { grant_type: "client_credentials", scope: "openid" },
+      { grant_type: "client_credentials", scope },
       basic(jwtClient.clientId, jwtClient.clientSecret),
     );
     assert.equal(r.status, 200, r.text);
@@ -224,6 +224,9 @@ describe("web keys API", () => {
   it("activation: new ID tokens and JWT access tokens are signed with the new key and verify through the key set; older tokens verify until their key is deleted", async () => {
     const oldTokens = await signIn();
     const oldAccess = await jwtAccessToken();
+    // a JWT access token for the management APIs (its user holds no role there: 403, not 401)
+    const oldApiToken = await jwtAccessToken("openid urn:platform:iam:org:project:id:platform:aud");
+    assert.equal((await rest("GET", WEB_KEYS, { token: oldApiToken })).status, 403);
     const oldKid = kidOf(oldTokens.idToken)!;
     const next = (await listed()).find((k) => k.state === "STATE_INITIAL" && k.algorithm === "ES256")!;
     const kid = next.details.id;
