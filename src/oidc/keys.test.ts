@@ -143,7 +143,8 @@ describe("OIDC signing keys", () => {
 
   it("automatic successors keep the configuration of the key an administrator activated", async () => {
     const masterKey = resolveMasterKey(platform!.config);
-    const policy = { signForMs: 5000, publishAfterMs: 20_000, prepublishMs: 3000, cacheMs: 100 };
+    // Windows of seconds, with margins for a busy machine.
+    const policy = { signForMs: 10_000, publishAfterMs: 30_000, prepublishMs: 8000, cacheMs: 100 };
     const keys = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
     const instance = `successor-test-${Date.now()}`;
     const first = await keys.active(instance);
@@ -153,7 +154,7 @@ describe("OIDC signing keys", () => {
     const activated = await keys.active(instance);
     assert.equal(activated.kid, id);
     // In the last seconds of its window its successor is published, of the same configuration.
-    await sleep(activated.activeUntil!.getTime() - Date.now() - 2000);
+    await sleep(activated.activeUntil!.getTime() - Date.now() - 5000);
     await keys.active(instance);
     const listed = await keys.list(instance);
     const successor = listed.find((l) => l.key.activeFrom?.getTime() === activated.activeUntil!.getTime());
