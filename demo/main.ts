@@ -1,7 +1,7 @@
 // `npm run demo`: the demo relying party (./rp.ts) against a running Platform.
 //   PLATFORM_URL   the Platform instance (default http://localhost:8080; its issuer)
 //   DEMO_PORT      the demo's port (default 3000)
-//   DEMO_PAT       an administrator's personal access token, or
+//   DEMO_PAT       an administrator's personal access token (`platform admin-token --out -` makes one), or
 //   PLATFORM_FIRSTINSTANCE_PAT_PATH   the file the first start wrote it to (only needed on the first run)
 //   DEMO_STATE_FILE   where the app's client ID and secret are kept (default ./.demo-client.json)
 import { existsSync, readFileSync } from "node:fs";

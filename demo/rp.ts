@@ -66,7 +66,8 @@ async function clientFor(options: DemoOptions, redirectUri: string, home: string
   if (!options.pat) {
     throw new Error(
       `the demo has no app at ${options.platformUrl} yet: give an administrator's personal access token ` +
-        "(DEMO_PAT, or PLATFORM_FIRSTINSTANCE_PAT_PATH naming the file the first start wrote) to create it",
+        "(DEMO_PAT, or PLATFORM_FIRSTINSTANCE_PAT_PATH naming the file the first start wrote) to create it; " +
+        "`platform admin-token --out admin.pat` makes one (then DEMO_PAT=$(cat admin.pat))",
     );
   }
   const api = async (path: string, body: unknown) => {

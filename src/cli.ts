@@ -1,15 +1,10 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import {
-  type Config,
-  ConfigError,
-  externalOrigin,
-  loadConfig,
-  resolveMasterKey,
-  variables,
-} from "./config.ts";
+import { adminToken } from "./cli/admin-token.ts";
+import { CommandError } from "./cli/database.ts";
+import { rotateKeys } from "./cli/keys.ts";
+import { type Config, ConfigError, externalOrigin, loadConfig, variables } from "./config.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
-import { SigningKeys } from "./oidc/keys.ts";
 import { createPlatform, listen } from "./platform.ts";
 import { projections } from "./query/projections/index.ts";
 import type { Database } from "./storage/database.ts";
@@ -24,10 +19,17 @@ Commands:
   projections rebuild [NAME...]  rebuild read models from the events (all when no name is given)
   keys rotate [--instance ID]    new OIDC signing keys now, for one instance or all (the old ones stay
                                  published until the tokens they signed expire)
+  admin-token --out FILE [--instance ID] [--user NAME] [--force]
+                                 a personal access token of an administrator, written to FILE (mode
+                                 0600; "-": standard output): the machine user admin-client with
+                                 IAM_OWNER (created when missing), or the existing machine user NAME
 
 Options:
   --config FILE   YAML file with the same keys as the environment variables (the environment wins)
-  --instance ID   keys rotate: only this instance
+  --instance ID   keys rotate: only this instance; admin-token: this instance (default: the first)
+  --out FILE      admin-token: where the token goes
+  --user NAME     admin-token: an existing machine user instead of admin-client
+  --force         admin-token: replace FILE when it exists
   -h, --help      show this help
   -v, --version   print the version and exit
 
@@ -102,12 +104,24 @@ export async function main(argv: string[]): Promise<number> {
       }
       case "keys": {
         if (rest[0] !== "rotate") return fail(`unknown keys command "${rest[0] ?? ""}" (expected: rotate)`);
-        return await rotateKeys(config, values.instance);
+        return report(await rotateKeys(config, values.instance));
+      }
+      case "admin-token": {
+        if (!values.out) return fail("admin-token: --out FILE is required (- for standard output)");
+        const lines = await adminToken(config, {
+          out: values.out,
+          instanceId: values.instance,
+          username: values.user,
+          force: values.force,
+        });
+        // with the token on standard output, what was done goes to standard error
+        return report(lines, values.out === "-" ? process.stderr : process.stdout);
       }
       default:
         return fail(`unknown command "${command}"; see platform --help`);
     }
   } catch (error) {
+    if (error instanceof CommandError) return fail(error.message);
     return fail((error as Error).message.split("\n")[0]);
   }
 }
@@ -159,33 +173,6 @@ async function start(config: Config): Promise<number> {
   return 0;
 }
 
-/** `platform keys rotate`: a new signing key for each instance (or one), signing from now on. */
-async function rotateKeys(config: Config, instanceId: string | undefined): Promise<number> {
-  if (config.databaseUrl) resolveMasterKey(config);
-  const db = await openDatabase(config);
-  try {
-    await migrate(db);
-    const keys = new SigningKeys(db, resolveMasterKey(config));
-    await keys.checkMasterKey();
-    const instances = (
-      await db.query<{ id: string }>(
-        instanceId === undefined
-          ? "SELECT id FROM instances ORDER BY created_at"
-          : "SELECT id FROM instances WHERE id = $1",
-        instanceId === undefined ? [] : [instanceId],
-      )
-    ).map((row) => row.id);
-    if (instanceId !== undefined && instances.length === 0) return fail(`no instance ${instanceId}`);
-    for (const id of instances) {
-      const key = await keys.rotate(id);
-      process.stdout.write(`instance ${id}: signing with key ${key.kid}\n`);
-    }
-    return 0;
-  } finally {
-    await db.close();
-  }
-}
-
 function parseCli(argv: string[]) {
   return parseArgs({
     args: argv,
@@ -193,6 +180,9 @@ function parseCli(argv: string[]) {
     options: {
       config: { type: "string" },
       instance: { type: "string" },
+      out: { type: "string" },
+      user: { type: "string" },
+      force: { type: "boolean" },
       help: { type: "boolean", short: "h" },
       version: { type: "boolean", short: "v" },
     },
@@ -206,6 +196,11 @@ function version(): string {
 
 function printNotices(db: Database): void {
   for (const notice of db.notices ?? []) process.stderr.write(`platform: ${notice}\n`);
+}
+
+function report(lines: string[], stream: NodeJS.WritableStream = process.stdout): number {
+  stream.write(lines.map((line) => `${line}\n`).join(""));
+  return 0;
 }
 
 function fail(message: string): number {

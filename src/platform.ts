@@ -13,6 +13,7 @@ import { EventStore } from "./eventstore/eventstore.ts";
 import { createExecutions, type Executions } from "./execution/index.ts";
 import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
 import { OutboundPolicy, type Resolve } from "./net/outbound.ts";
+import { SigningKeys } from "./oidc/keys.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
@@ -80,6 +81,7 @@ export async function createPlatform(
       features: new FeatureGate(db, eventStore),
       masterKey,
       outbound,
+      signingKeys: new SigningKeys(db, masterKey, eventStore),
     };
     const app = buildServer({ config, db, instances });
     const executions = createExecutions({
@@ -99,6 +101,7 @@ export async function createPlatform(
       masterKey,
       authorizer: deps.authorizer,
       executions: executions.engine,
+      keys: deps.signingKeys,
     });
     await oidc.keys.checkMasterKey();
     deps.authenticator.addVerifier(oidc.apiVerifier);

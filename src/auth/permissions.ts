@@ -3,8 +3,9 @@
  * `authorize(caller, permission, context)` (authorize.ts) for one of these permissions.
  *
  * Instance roles apply in the instance and every organization and project in it; organization roles only
- * in their organization (and its projects); project roles only in their project. Actions, executions and
- * feature flags are instance-wide: no organization or project role grants them.
+ * in their organization (and its projects); project roles only in their project. Actions, executions,
+ * feature flags and web keys (the instance's signing keys) are instance-wide: no organization or project
+ * role grants them.
  *
  * `events.read` (the audit log, docs/audit-log.md) is held by IAM_OWNER, IAM_OWNER_VIEWER and ORG_OWNER (the
  * events whose resource owner is its organization), not by ORG_OWNER_VIEWER: event payloads show more than
@@ -69,6 +70,9 @@ export const permissions = [
   "action.execution.delete",
   "execution.read",
   "events.read",
+  "web_key.read",
+  "web_key.write",
+  "web_key.delete",
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -79,7 +83,11 @@ const granted = (list: readonly Permission[]): Permission[] => list.filter((p) =
 /** The audit log: instance roles that read everything, and ORG_OWNER in its organization (see above). */
 const AUDIT_LOG: Permission = "events.read";
 const instanceWide = (p: Permission) =>
-  p.startsWith("action.") || p === "execution.read" || p.startsWith("feature.") || p.startsWith("instance.");
+  p.startsWith("action.") ||
+  p === "execution.read" ||
+  p.startsWith("feature.") ||
+  p.startsWith("instance.") ||
+  p.startsWith("web_key.");
 const orgScoped = granted(permissions.filter((p) => !instanceWide(p)));
 const matching = (...prefixes: string[]): Permission[] =>
   granted(permissions.filter((p) => prefixes.some((prefix) => p.startsWith(prefix))));

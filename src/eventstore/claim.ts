@@ -35,3 +35,11 @@ export function withPushClaim<T>(claim: PushClaim, fn: () => T): T {
 export function currentPushClaim(): PushClaim | undefined {
   return claims.getStore();
 }
+
+/**
+ * Runs `fn` outside the current call's claim: for writes the system makes on its own while serving a call
+ * (e.g. the next OIDC signing key), which must not carry or consume the call's idempotency key.
+ */
+export function outsideCall<T>(fn: () => T): T {
+  return claims.exit(fn);
+}

@@ -1,3 +1,4 @@
+import { decodeProtectedHeader } from "jose";
 import { isActive } from "./claims.ts";
 import type { OidcContext } from "./context.ts";
 import {
@@ -17,8 +18,10 @@ export function isJwt(token: string): boolean {
  * The stored access token a bearer value stands for when it is one of this instance's, unexpired,
  * unrevoked, and its user still exists and is active; undefined otherwise. Both formats are checked
  * against the stored SHA-256: of an opaque token's secret part, or of the whole JWT (so a JWT needs no
- * signature check here: only the exact token issued matches). An exchanged token is active only while what
- * it descends from is (its lineage: ancestor tokens unrevoked, actors active; docs/token-exchange.md).
+ * signature check here: only the exact token issued matches); a JWT is active only while the key that
+ * signed it is published (deleting a web key ends its tokens, here as at clients). An exchanged token is
+ * active only while what it descends from is (its lineage: ancestor tokens unrevoked, actors active;
+ * docs/token-exchange.md).
  */
 export async function activeAccessToken(
   ctx: OidcContext,
@@ -28,8 +31,14 @@ export async function activeAccessToken(
   const stored = await storedAccessToken(ctx, instanceId, token);
   if (!stored || stored.revokedAt || stored.expiresAt.getTime() <= Date.now()) return undefined;
   if (!isActive(stored.user)) return undefined;
+  if (stored.jwt && !(await signedByPublishedKey(ctx, instanceId, token))) return undefined;
   if (stored.lineage && !(await ctx.tokens.lineageActive(instanceId, stored.lineage))) return undefined;
   return stored;
+}
+
+async function signedByPublishedKey(ctx: OidcContext, instanceId: string, token: string): Promise<boolean> {
+  const { kid } = decodeProtectedHeader(token);
+  return typeof kid === "string" && (await ctx.keys.verificationKey(instanceId, kid)) !== undefined;
 }
 
 /** The stored access token that is exactly `token` (opaque or JWT), whatever its state. */

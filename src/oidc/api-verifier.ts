@@ -3,6 +3,7 @@ import type { Caller } from "../auth/caller.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
 import { USER, UserEvent } from "../domain/user/events.ts";
+import { WEB_KEY, WebKeyEvent } from "../domain/web-key/events.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import { activeAccessToken, isJwt } from "./access-tokens.ts";
@@ -55,6 +56,9 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
               (!!t.lineage &&
                 (e.type === UserEvent.patRemoved || actorsOf(t.lineage.act).includes(e.aggregateId)))),
         );
+      // A JWT access token ends with its signing key.
+      if (e.aggregateType === WEB_KEY && e.type === WebKeyEvent.removed)
+        drop((t) => t.instanceId === e.instanceId && t.jwt);
       if (e.aggregateType === INSTANCE) {
         drop((t) => t.instanceId === e.aggregateId);
         managementProjects.delete(e.aggregateId);

@@ -1,6 +1,5 @@
 import { compactVerify, decodeProtectedHeader } from "jose";
 import type { OidcContext, RequestInfo } from "./context.ts";
-import { SIGNING_ALG } from "./keys.ts";
 
 /** What an `id_token_hint` tells: the user, the session and the client of an ID token this instance issued. */
 export interface IdTokenHint {
@@ -17,10 +16,10 @@ export const MAX_ID_TOKEN_HINT = 16_384;
 
 /**
  * Verifies an `id_token_hint` (authorization and end-session endpoints): an ID token this instance signed
- * (RS256, a key of its JWKS), for this issuer; an expired one is accepted (OIDC Core §3.1.2.1, RP-Initiated
- * Logout §2: the hint identifies, it does not authorize; end session signs out without asking only when
- * its `sid` is a session of the browser, ./endpoints/end-session.ts). JWT access tokens (`typ: at+jwt`) are
- * refused. Undefined when it is not such a token.
+ * (by a key of its JWKS, with that key's algorithm), for this issuer; an expired one is accepted (OIDC
+ * Core §3.1.2.1, RP-Initiated Logout §2: the hint identifies, it does not authorize; end session signs out
+ * without asking only when its `sid` is a session of the browser, ./endpoints/end-session.ts). JWT access
+ * tokens (`typ: at+jwt`) are refused. Undefined when it is not such a token.
  */
 export async function verifyIdTokenHint(
   ctx: OidcContext,
@@ -28,20 +27,21 @@ export async function verifyIdTokenHint(
   token: string,
 ): Promise<IdTokenHint | undefined> {
   if (token.length > MAX_ID_TOKEN_HINT) return undefined;
-  let kid: string | undefined;
+  let kid: string;
+  let alg: string | undefined;
   try {
     const header = decodeProtectedHeader(token);
-    if (header.alg !== SIGNING_ALG || typeof header.kid !== "string" || header.typ === "at+jwt")
-      return undefined;
+    if (typeof header.kid !== "string" || header.typ === "at+jwt") return undefined;
     kid = header.kid;
+    alg = header.alg;
   } catch {
     return undefined;
   }
   const key = await ctx.keys.verificationKey(info.instance.id, kid);
-  if (!key) return undefined;
+  if (!key || alg !== key.alg) return undefined;
   let claims: Record<string, unknown>;
   try {
-    const { payload } = await compactVerify(token, key.publicKey, { algorithms: [SIGNING_ALG] });
+    const { payload } = await compactVerify(token, key.publicKey, { algorithms: [key.alg] });
     claims = JSON.parse(new TextDecoder().decode(payload));
   } catch {
     return undefined;

@@ -10,6 +10,7 @@ import type { OidcClient } from "./clients.ts";
 import type { OidcContext, RequestInfo } from "./context.ts";
 import { InvalidScope, UnauthorizedClient } from "./errors.ts";
 import { withFunctionClaims } from "./functions.ts";
+import type { SigningKey } from "./keys.ts";
 import { MANAGEMENT_PROJECT_ALIAS, type ParsedScope, Reserved, Scope, scopeFromValues } from "./scopes.ts";
 import { type AccessTokenRecord, type Lineage, newHandle, type RefreshTokenRecord } from "./token-store.ts";
 
@@ -253,8 +254,8 @@ export async function prepareTokens(
 }
 
 /**
- * An ID token (OpenID Connect Core §2): RS256 by the instance's active key, `aud` the token audience,
- * `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
+ * An ID token (OpenID Connect Core §2): signed by the instance's active key (with its algorithm), `aud` the
+ * token audience, `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
  * phone and address claims are left out when an access token is issued too (they come from userinfo),
  * unless the client sets `id_token_userinfo_assertion`.
  */
@@ -282,8 +283,10 @@ export async function idToken(
   if (issuance.nonce) claims.nonce = issuance.nonce;
   if (issuance.amr?.length) claims.amr = issuance.amr;
   if (issuance.sessionId) claims.sid = issuance.sessionId;
-  if (options.accessToken) claims.at_hash = halfHash(options.accessToken);
-  if (options.code) claims.c_hash = halfHash(options.code);
+  // the hash of at_hash / c_hash follows the signing algorithm
+  const key = await ctx.keys.active(info.instance.id);
+  if (options.accessToken) claims.at_hash = halfHash(options.accessToken, key.alg);
+  if (options.code) claims.c_hash = halfHash(options.code, key.alg);
   const leaveOut = options.accessToken && !client.idTokenUserinfoAssertion ? USERINFO_SCOPES : undefined;
   const metadata = scope.values.includes(Reserved.metadata)
     ? await loadMetadata(ctx.db, info.instance.id, user.id)
@@ -296,7 +299,7 @@ export async function idToken(
   const withFunctions = leaveOut
     ? claims
     : await withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, client, claims);
-  return sign(ctx, info, withFunctions, "JWT");
+  return signWith(key, withFunctions, "JWT");
 }
 
 async function rolesFor(
@@ -316,7 +319,10 @@ async function rolesFor(
 }
 
 async function sign(ctx: OidcContext, info: RequestInfo, claims: Record<string, unknown>, typ: string) {
-  const key = await ctx.keys.active(info.instance.id);
+  return signWith(await ctx.keys.active(info.instance.id), claims, typ);
+}
+
+function signWith(key: SigningKey, claims: Record<string, unknown>, typ: string): Promise<string> {
   return new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(key.privateKey!);
 }
 
@@ -325,9 +331,15 @@ function cappedExp(exp: number, notAfter: Date | undefined): number {
   return notAfter ? Math.min(exp, Math.floor(notAfter.getTime() / 1000)) : exp;
 }
 
-/** `at_hash` / `c_hash`: base64url of the left half of the SHA-256 of the ASCII value (RS256). */
-export function halfHash(value: string): string {
-  const digest = createHash("sha256").update(value, "ascii").digest();
+/**
+ * `at_hash` / `c_hash`: base64url of the left half of the hash of the ASCII value, the hash of the ID
+ * token's `alg` (SHA-256 for RS256 and ES256, SHA-384 for *384, SHA-512 for *512 and for EdDSA with
+ * Ed25519, as OpenID Connect's proposal for EdDSA and ZITADEL do).
+ */
+export function halfHash(value: string, alg = "RS256"): string {
+  const bits = alg === "EdDSA" ? "512" : alg.slice(2);
+  const hash = bits === "384" ? "sha384" : bits === "512" ? "sha512" : "sha256";
+  const digest = createHash(hash).update(value, "ascii").digest();
   return digest.subarray(0, digest.length / 2).toString("base64url");
 }
 

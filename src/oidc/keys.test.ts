@@ -7,7 +7,9 @@ import { basic, type MachineClient, machineClient, ownerToken, postForm } from "
 import { runPlatform } from "../../test/process.ts";
 import { ConfigError, loadConfig, resolveMasterKey } from "../config.ts";
 import { masterKeyFile, unseal } from "../crypto/masterkey.ts";
+import { EventStore } from "../eventstore/eventstore.ts";
 import { createPlatform } from "../platform.ts";
+import { projections } from "../query/projections/index.ts";
 import { SigningKeys } from "./keys.ts";
 
 describe("OIDC signing keys", () => {
@@ -58,7 +60,7 @@ describe("OIDC signing keys", () => {
 
   it("private keys are sealed with the master key at rest (AES-256-GCM), bound to their row", async () => {
     const rows = await platform!.db.query<{ id: string; private_key: string }>(
-      "SELECT id, private_key FROM oidc_signing_keys WHERE instance_id = $1",
+      "SELECT id, private_key FROM oidc_signing_key_secrets WHERE instance_id = $1",
       [instanceId],
     );
     assert.ok(rows.length >= 1);
@@ -103,8 +105,8 @@ describe("OIDC signing keys", () => {
     // Windows of a few seconds: generating an RSA key takes up to a second on a busy machine.
     const policy = { signForMs: 6000, publishAfterMs: 20_000, prepublishMs: 3000, cacheMs: 100 };
     // Two key stores on one database stand for two processes.
-    const a = new SigningKeys(platform!.db, masterKey, policy);
-    const b = new SigningKeys(platform!.db, masterKey, policy);
+    const a = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
+    const b = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
     const instance = `rotation-test-${Date.now()}`;
     const [ka, kb] = await Promise.all([a.active(instance), b.active(instance)]);
     assert.equal(ka.kid, kb.kid, "both use the one key the database holds");
@@ -120,7 +122,7 @@ describe("OIDC signing keys", () => {
     assert.equal(await count(), 1, "created once");
 
     // Within the last seconds of its window the successor is created and published, but not used yet.
-    await sleep(ka.activeUntil.getTime() - Date.now() - 2500);
+    await sleep(ka.activeUntil!.getTime() - Date.now() - 2500);
     const published = JSON.parse((await a.jwks(instance)).toString()).keys.map((k: { kid: string }) => k.kid);
     assert.equal(published.length, 2);
     assert.equal((await a.active(instance)).kid, ka.kid);
@@ -129,13 +131,53 @@ describe("OIDC signing keys", () => {
     assert.equal(await count(), 2);
 
     // Once the first key's window ends, both sign with the successor; the first stays published.
-    await sleep(ka.activeUntil.getTime() - Date.now() + 50);
+    await sleep(ka.activeUntil!.getTime() - Date.now() + 50);
     assert.equal((await a.active(instance)).kid, next);
     assert.equal((await b.active(instance)).kid, next);
     assert.ok(
       JSON.parse((await b.jwks(instance)).toString()).keys.some((k: { kid: string }) => k.kid === ka.kid),
     );
-    await platform!.db.query("DELETE FROM oidc_signing_keys WHERE instance_id = $1", [instance]);
+    for (const table of ["oidc_signing_keys", "oidc_signing_key_secrets"])
+      await platform!.db.query(`DELETE FROM ${table} WHERE instance_id = $1`, [instance]);
+  });
+
+  it("automatic successors keep the configuration of the key an administrator activated", async () => {
+    const masterKey = resolveMasterKey(platform!.config);
+    // Windows of seconds, with margins for a busy machine.
+    const policy = { signForMs: 10_000, publishAfterMs: 30_000, prepublishMs: 8000, cacheMs: 100 };
+    const keys = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
+    const instance = `successor-test-${Date.now()}`;
+    const first = await keys.active(instance);
+    assert.equal(first.alg, "RS256", "an instance starts with RS256");
+    const { id } = await keys.create(instance, { ecdsa: { curve: "P256" } }, "test");
+    await keys.activate(instance, id, "test");
+    const activated = await keys.active(instance);
+    assert.equal(activated.kid, id);
+    // In the last seconds of its window its successor is published, of the same configuration.
+    await sleep(activated.activeUntil!.getTime() - Date.now() - 5000);
+    await keys.active(instance);
+    const listed = await keys.list(instance);
+    const successor = listed.find((l) => l.key.activeFrom?.getTime() === activated.activeUntil!.getTime());
+    assert.ok(successor, JSON.stringify(listed.map((l) => [l.key.kid, l.state])));
+    assert.equal(successor.key.alg, "ES256");
+    assert.deepEqual(successor.key.config, { ecdsa: { curve: "P256" } });
+    assert.equal(successor.state, 1, "INITIAL until its window starts");
+    await sleep(activated.activeUntil!.getTime() - Date.now() + 50);
+    assert.equal((await keys.active(instance)).kid, successor.key.kid);
+    // Once a key's publication ends the sweep erases its private key and its row (not the newest one's).
+    await platform!.db.query(
+      "UPDATE oidc_signing_keys SET publish_until = now() - interval '1 second' WHERE instance_id = $1 AND id IN ($2, $3)",
+      [instance, first.kid, successor.key.kid],
+    );
+    await platform!.oidc.tokens.sweep();
+    const ids = async (table: string) =>
+      (await platform!.db.query<{ id: string }>(`SELECT id FROM ${table} WHERE instance_id = $1`, [instance]))
+        .map((r) => r.id)
+        .sort();
+    assert.deepEqual(await ids("oidc_signing_key_secrets"), [id].sort());
+    assert.deepEqual(await ids("oidc_signing_keys"), [id, successor.key.kid].sort());
+    for (const table of ["oidc_signing_keys", "oidc_signing_key_secrets"])
+      await platform!.db.query(`DELETE FROM ${table} WHERE instance_id = $1`, [instance]);
   });
 
   it("the master key: generated into the data directory (0600) when embedded; a different key refuses to start", async () => {
@@ -153,14 +195,28 @@ describe("OIDC signing keys", () => {
     );
   });
 
-  it("platform keys rotate [--instance ID] rotates from the command line", async () => {
-    const kidsBefore = await (async () => {
-      platform = await startPlatform({ listen: true, backend });
-      const kids = (await jwks()).keys.map((k) => k.kid);
+  it("platform keys rotate while the embedded server runs: one line pointing to the web keys API", {
+    skip: Boolean(process.env.DATABASE_URL) && "embedded database only",
+  }, async () => {
+    platform = await startPlatform({ listen: true, backend });
+    const refused = await runPlatform(["keys", "rotate"], backend.env);
+    assert.equal(refused.code, 1);
+    assert.match(
+      refused.stderr,
+      /^platform: the embedded database in .* is in use by a running server \(pid \d+\): rotate through its web keys API instead \(POST \/resources\/v3alpha\/web_keys, then POST \/resources\/v3alpha\/web_keys\/\{id\}\/_activate; docs\/oidc\.md\), or stop it first\n$/,
+    );
+    await platform.stop();
+    platform = undefined;
+  });
+
+  it("platform keys rotate [--instance ID] rotates from the command line (on PostgreSQL while the server runs)", async () => {
+    const onPostgres = Boolean(process.env.DATABASE_URL);
+    platform = await startPlatform({ listen: true, backend });
+    const kidsBefore = (await jwks()).keys.map((k) => k.kid);
+    if (!onPostgres) {
       await platform.stop();
       platform = undefined;
-      return kids;
-    })();
+    }
     const unknown = await runPlatform(["keys", "rotate", "--instance", "424242"], backend.env);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /no instance 424242/);
@@ -171,10 +227,15 @@ describe("OIDC signing keys", () => {
     )?.[1];
     assert.ok(kid, rotated.stdout);
 
-    platform = await startPlatform({ listen: true, backend });
+    platform ??= await startPlatform({ listen: true, backend });
+    // A running server sees the new key within its cache's 5 s.
+    const started = Date.now();
+    while (decodeProtectedHeader(await jwtAccessToken()).kid !== kid) {
+      assert.ok(Date.now() - started < 5_500, "the running server signs with the rotated key within 5 s");
+      await sleep(200);
+    }
     const kids = (await jwks()).keys.map((k) => k.kid);
     assert.deepEqual(kids, [kid, ...kidsBefore]);
-    assert.equal(decodeProtectedHeader(await jwtAccessToken()).kid, kid);
   });
 
   it("PostgreSQL without PLATFORM_MASTERKEY: one start-up error naming the variable", async () => {

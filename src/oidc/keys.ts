@@ -1,102 +1,93 @@
-import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
-import { seal, unseal } from "../crypto/masterkey.ts";
-import { newId } from "../id.ts";
-import type { Database, Queryable } from "../storage/database.ts";
+import { type CryptoKey, importJWK, type JWK } from "jose";
+import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
+import { isPublished, signingRow, type WebKeyRow, webKeyState } from "../domain/web-key/commands.ts";
+import { WEB_KEY, type WebKeyConfig, type WebKeyState } from "../domain/web-key/events.ts";
+import type { EventStore } from "../eventstore/eventstore.ts";
+import type { Database } from "../storage/database.ts";
+import { publicJwkOf } from "./key-generation.ts";
+import { defaultKeyPolicy, type KeyPolicy, KeyStore, type KeyVersion, type StoredKey } from "./key-store.ts";
 
-/** Lifetimes of signing keys (contract.md §5: a key signs for at most 6 h and stays published for 30 h). */
-export interface KeyPolicy {
-  /** How long a key signs. */
-  signForMs: number;
-  /** How long after it stops signing a key stays published (longer than any token it signed lives). */
-  publishAfterMs: number;
-  /** How early the next key is created and published before it starts signing (≫ the JWKS max-age). */
-  prepublishMs: number;
-  /** How long a process reuses the keys it read (other processes' rotations are seen within this). */
-  cacheMs: number;
-}
+export { defaultKeyPolicy, type KeyPolicy, type KeyVersion };
 
-export const defaultKeyPolicy: KeyPolicy = {
-  signForMs: 6 * 3600_000,
-  publishAfterMs: 24 * 3600_000,
-  prepublishMs: 3600_000,
-  cacheMs: 60_000,
-};
-
-export const SIGNING_ALG = "RS256";
-
-export interface SigningKey {
+export interface SigningKey extends WebKeyRow {
   kid: string;
-  alg: string;
   /** The public JWK as published (`kid`, `use`, `alg`, public parts only). */
   publicJwk: JWK;
   publicKey: CryptoKey;
-  /** Only for keys that may still sign. */
+  /** Keys scheduled to sign (a window not over yet) whose private key opens; others have none. */
   privateKey?: CryptoKey;
-  createdAt: Date;
-  activeFrom: Date;
-  activeUntil: Date;
-  publishUntil: Date;
 }
 
-interface KeyRow {
-  instance_id: string;
-  id: string;
-  alg: string;
-  public_jwk: JWK;
-  private_key: string;
-  created_at: Date;
-  active_from: Date;
-  active_until: Date;
-  publish_until: Date;
-  [key: string]: unknown;
+/** What the web keys API lists: a key and its state now. */
+export interface ListedKey {
+  key: SigningKey;
+  state: WebKeyState;
 }
 
 interface InstanceKeys {
+  /** Published keys, newest first. */
   keys: SigningKey[];
   /** The JWKS document, serialized once. */
   jwks: Buffer;
   loadedAt: number;
 }
 
-const SELECT_KEYS =
-  "SELECT instance_id, id, alg, public_jwk, private_key, created_at, active_from, active_until, publish_until FROM oidc_signing_keys WHERE instance_id = $1 AND publish_until > now()";
+interface Material {
+  publicKey: CryptoKey;
+  privateKey?: CryptoKey;
+}
 
 /**
- * The signing keys of every instance (RS256, 2048 bit), their private parts sealed with the master key.
- * The database decides which key signs: the newest whose [active_from, active_until) holds the current
- * time, so every process on one database signs with the same key (up to its cache age). The next key is
- * created `prepublishMs` before the current one stops signing, under an advisory lock (two processes
- * never create two), and published at once, so clients that cache the JWKS know it before it signs.
+ * The signing keys of every instance ("web keys"), as the OIDC provider uses them: the key that signs, the
+ * key set, the keys that verify, cached per process. The stored side and every change are `KeyStore`'s
+ * (./key-store.ts): events of the key, the private key sealed with the master key.
+ *
+ * The database decides which key signs: the newest whose [active_from, active_until) holds the current time,
+ * so every process on one database signs with the same key (up to its cache age). The next key, of the
+ * active key's configuration, is created `prepublishMs` before the current one stops signing and published
+ * at once, so clients that cache the JWKS know it before it signs.
  */
 export class SigningKeys {
+  private readonly store: KeyStore;
   private readonly cache = new Map<string, Promise<InstanceKeys>>();
   /** The settled entries of `cache` (the hot paths skip a promise hop). */
   private readonly loaded = new Map<string, InstanceKeys>();
   /** When a verification missed a kid: reloads for unknown kids are rate-limited per instance. */
   private readonly lastMissReload = new Map<string, number>();
+  /** Imported keys by `<instance>/<kid>` (a key's material never changes): re-reads only query rows. */
+  private readonly material = new Map<string, Promise<Material>>();
 
   constructor(
-    private readonly db: Database,
-    private readonly masterKey: Buffer,
+    db: Database,
+    masterKey: Buffer,
+    eventStore: EventStore,
     readonly policy: KeyPolicy = defaultKeyPolicy,
-  ) {}
+  ) {
+    this.store = new KeyStore(db, masterKey, eventStore, policy);
+    eventStore.onCommitted((events) => {
+      for (const e of events) {
+        if (e.aggregateType === WEB_KEY) this.forget(e.instanceId);
+        else if (e.aggregateType === INSTANCE && e.type === InstanceEvent.removed) this.forget(e.aggregateId);
+      }
+    });
+  }
 
   /** The key that signs now (created when the instance has none yet). */
   async active(instanceId: string): Promise<SigningKey> {
     const entry = this.load(instanceId);
     const loaded = await entry;
     const now = Date.now();
-    let key = pickActive(loaded.keys, now);
+    let key = signingKey(loaded.keys, now);
     const successorDue =
       key !== undefined &&
-      key.activeUntil.getTime() - now < this.policy.prepublishMs &&
+      key.activeUntil!.getTime() - now < this.policy.prepublishMs &&
       !hasNext(loaded.keys, key) &&
-      now - loaded.loadedAt > 5_000;
+      now - loaded.loadedAt > Math.min(5_000, this.policy.cacheMs);
     if (!key || successorDue) {
       // The cached view is stale, or the next key is due: read again (creating keys as needed). Concurrent
       // callers share one reload: only the first replaces the entry they all saw.
       const reloaded = await this.reload(instanceId, entry);
-      key = pickActive(reloaded.keys, Date.now()) ?? key;
+      key = signingKey(reloaded.keys, Date.now()) ?? key;
     }
     if (!key?.privateKey) throw new Error(`no signing key for instance ${instanceId}`);
     return key;
@@ -112,11 +103,21 @@ export class SigningKeys {
     return this.loaded.get(instanceId)?.jwks;
   }
 
+  /**
+   * The algorithms of the published keys, the active key's first: what ID tokens are (and may soon be)
+   * signed with (`id_token_signing_alg_values_supported`).
+   */
+  async algorithms(instanceId: string): Promise<string[]> {
+    const { keys } = await this.load(instanceId);
+    const active = signingKey(keys, Date.now());
+    return [...new Set([...(active ? [active.alg] : []), ...keys.map((k) => k.alg)])];
+  }
+
   /** A published key by kid, for verifying tokens this instance signed (undefined: unknown kid). */
   async verificationKey(instanceId: string, kid: string): Promise<SigningKey | undefined> {
     const found = (await this.load(instanceId)).keys.find((k) => k.kid === kid);
-    if (found) return found.publishUntil.getTime() > Date.now() ? found : undefined;
-    // Perhaps another process rotated since we read: look again, at most once a second per instance.
+    if (found) return isPublished(found, Date.now()) ? found : undefined;
+    // Perhaps another process created it since we read: look again, at most once a second per instance.
     const last = this.lastMissReload.get(instanceId) ?? 0;
     if (Date.now() - last < 1000) return undefined;
     this.lastMissReload.set(instanceId, Date.now());
@@ -124,24 +125,37 @@ export class SigningKeys {
     return reloaded.keys.find((k) => k.kid === kid);
   }
 
+  /** The published keys with their states: the active one first, then the others newest first. */
+  async list(instanceId: string): Promise<ListedKey[]> {
+    const { keys } = await this.reload(instanceId, this.load(instanceId));
+    const now = Date.now();
+    const active = signingKey(keys, now);
+    const listed = keys.map((key) => ({ key, state: webKeyState(key, active, now) }));
+    return [...listed.filter((l) => l.key === active), ...listed.filter((l) => l.key !== active)];
+  }
+
+  /** A new key of `config`, published at once, not signing (CreateWebKey). */
+  create(instanceId: string, config: WebKeyConfig, creator: string): Promise<KeyVersion> {
+    return this.store.create(instanceId, config, creator);
+  }
+
+  /** Makes a published key the one that signs from now on (ActivateWebKey). */
+  activate(instanceId: string, kid: string, creator: string): Promise<KeyVersion> {
+    return this.store.activate(instanceId, kid, creator);
+  }
+
+  /** Deletes a key that does not sign, with its private key (DeleteWebKey). */
+  remove(instanceId: string, kid: string, creator: string): Promise<KeyVersion> {
+    return this.store.remove(instanceId, kid, creator);
+  }
+
   /**
-   * Rotates on demand: a new key signs from now on; keys signing until now stop signing but stay published
-   * until their publish_until (longer than any token they signed lives); keys prepared for later are dropped.
+   * Rotates on demand (`platform keys rotate`): a new key of the active key's configuration signs from now
+   * on; the key signing until now stops signing but stays published until its publish_until (longer than
+   * any token it signed lives); keys prepared for later are dropped.
    */
   async rotate(instanceId: string): Promise<SigningKey> {
-    const kid = await this.db.transaction(async (tx) => {
-      await lockInstanceKeys(tx, instanceId);
-      const now = new Date();
-      await tx.query("DELETE FROM oidc_signing_keys WHERE instance_id = $1 AND active_from > $2", [
-        instanceId,
-        now,
-      ]);
-      await tx.query(
-        "UPDATE oidc_signing_keys SET active_until = $2 WHERE instance_id = $1 AND active_until > $2",
-        [instanceId, now],
-      );
-      return this.insertKey(tx, instanceId, now);
-    });
+    const kid = await this.store.rotate(instanceId);
     this.forget(instanceId);
     const key = (await this.load(instanceId)).keys.find((k) => k.kid === kid);
     if (!key) throw new Error("the rotated key is missing");
@@ -158,19 +172,8 @@ export class SigningKeys {
   }
 
   /** Throws when a stored key does not open with the master key (a wrong PLATFORM_MASTERKEY). */
-  async checkMasterKey(): Promise<void> {
-    const rows = await this.db.query<KeyRow>(
-      "SELECT instance_id, id, private_key FROM oidc_signing_keys ORDER BY created_at DESC LIMIT 1",
-    );
-    for (const row of rows) {
-      try {
-        unseal(this.masterKey, row.private_key, sealContext(row.instance_id, row.id));
-      } catch {
-        throw new Error(
-          "PLATFORM_MASTERKEY: does not decrypt the stored OIDC signing keys; use the key they were created with",
-        );
-      }
-    }
+  checkMasterKey(): Promise<void> {
+    return this.store.checkMasterKey();
   }
 
   private reload(instanceId: string, stale: Promise<InstanceKeys>): Promise<InstanceKeys> {
@@ -202,130 +205,63 @@ export class SigningKeys {
 
   /** Reads the instance's keys, creating the current or the next key first when it is due. */
   private async read(instanceId: string): Promise<InstanceKeys> {
-    let rows = await this.db.query<KeyRow>(SELECT_KEYS, [instanceId]);
-    if (this.keyDue(rows)) {
-      rows = await this.db.transaction(async (tx) => {
-        await lockInstanceKeys(tx, instanceId);
-        let current = await tx.query<KeyRow>(SELECT_KEYS, [instanceId]);
-        if (this.keyDue(current)) {
-          const now = Date.now();
-          const active = pickActiveRow(current, now);
-          // No key signs now: the new one signs at once. Else it follows the current one seamlessly.
-          const from = active ? new Date(active.active_until) : new Date(now);
-          await this.insertKey(tx, instanceId, from);
-          current = await tx.query<KeyRow>(SELECT_KEYS, [instanceId]);
-        }
-        return current;
-      });
-    }
+    let stored = await this.store.published(instanceId);
+    if (await this.store.ensureSigningKey(instanceId, stored))
+      stored = await this.store.published(instanceId);
     const now = Date.now();
-    const keys = await Promise.all(
-      rows
-        .sort((a, b) => new Date(b.active_from).getTime() - new Date(a.active_from).getTime())
-        .map((row) => this.toKey(row, now)),
+    stored.sort(
+      (a, b) => b.row.createdAt.getTime() - a.row.createdAt.getTime() || (a.row.id < b.row.id ? 1 : -1),
     );
+    const keys = await Promise.all(stored.map((k) => this.toKey(instanceId, k, now)));
+    const present = new Set(keys.map((k) => `${instanceId}/${k.kid}`));
+    for (const id of this.material.keys())
+      if (id.startsWith(`${instanceId}/`) && !present.has(id)) this.material.delete(id);
     const jwks = Buffer.from(JSON.stringify({ keys: keys.map((k) => k.publicJwk) }));
     return { keys, jwks, loadedAt: now };
   }
 
-  /** True when no key signs now, or the current one ends within `prepublishMs` and has no successor. */
-  private keyDue(rows: KeyRow[]): boolean {
-    const now = Date.now();
-    const active = pickActiveRow(rows, now);
-    if (!active) return true;
-    const until = new Date(active.active_until).getTime();
-    if (until - now >= this.policy.prepublishMs) return false;
-    return !rows.some((r) => new Date(r.active_from).getTime() >= until - 1000);
-  }
-
-  private async insertKey(tx: Queryable, instanceId: string, activeFrom: Date): Promise<string> {
-    const kid = newId();
-    const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, {
-      modulusLength: 2048,
-      extractable: true,
-    });
-    const publicJwk = { ...(await exportJWK(publicKey)), kid, use: "sig", alg: SIGNING_ALG };
-    const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: SIGNING_ALG };
-    const activeUntil = new Date(activeFrom.getTime() + this.policy.signForMs);
-    const publishUntil = new Date(activeUntil.getTime() + this.policy.publishAfterMs);
-    await tx.query(
-      `INSERT INTO oidc_signing_keys (instance_id, id, alg, public_jwk, private_key, created_at, active_from, active_until, publish_until)
-       VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8)`,
-      [
-        instanceId,
-        kid,
-        SIGNING_ALG,
-        JSON.stringify(publicJwk),
-        seal(this.masterKey, JSON.stringify(privateJwk), sealContext(instanceId, kid)),
-        activeFrom,
-        activeUntil,
-        publishUntil,
-      ],
-    );
-    return kid;
-  }
-
-  private async toKey(row: KeyRow, now: number): Promise<SigningKey> {
-    const jwk = typeof row.public_jwk === "string" ? JSON.parse(row.public_jwk) : row.public_jwk;
-    const publicJwk: JWK = { kty: jwk.kty, n: jwk.n, e: jwk.e, kid: row.id, use: "sig", alg: row.alg };
-    const activeUntil = new Date(row.active_until);
-    let privateKey: CryptoKey | undefined;
-    if (activeUntil.getTime() > now) {
-      let opened: string;
-      try {
-        opened = unseal(this.masterKey, row.private_key, sealContext(row.instance_id, row.id));
-      } catch {
-        throw new Error(
-          `PLATFORM_MASTERKEY: cannot decrypt signing key ${row.id} of instance ${row.instance_id} (is it the key it was created with?)`,
-        );
-      }
-      privateKey = (await importJWK(JSON.parse(opened), row.alg)) as CryptoKey;
+  private async toKey(instanceId: string, { row, sealed }: StoredKey, now: number): Promise<SigningKey> {
+    const publicJwk = publicJwkOf(row.publicJwk, row.id, row.alg);
+    // Private keys are opened for keys scheduled to sign (a window not over yet) only.
+    const mayStillSign = row.activeUntil !== undefined && row.activeUntil.getTime() > now && sealed !== null;
+    const id = `${instanceId}/${row.id}`;
+    let material = this.material.get(id);
+    if (!material || (mayStillSign && !(await material).privateKey)) {
+      material = this.importKey(instanceId, row, publicJwk, mayStillSign ? sealed : null);
+      this.material.set(id, material);
+      material.catch(() => this.material.delete(id));
     }
-    return {
-      kid: row.id,
-      alg: row.alg,
-      publicJwk,
-      publicKey: (await importJWK(publicJwk, row.alg)) as CryptoKey,
-      privateKey,
-      createdAt: new Date(row.created_at),
-      activeFrom: new Date(row.active_from),
-      activeUntil,
-      publishUntil: new Date(row.publish_until),
-    };
+    const { publicKey, privateKey } = await material;
+    return { ...row, kid: row.id, publicJwk, publicKey, privateKey: mayStillSign ? privateKey : undefined };
+  }
+
+  private async importKey(
+    instanceId: string,
+    row: WebKeyRow,
+    publicJwk: JWK,
+    sealed: string | null,
+  ): Promise<Material> {
+    const privateKey =
+      sealed === null
+        ? undefined
+        : ((await importJWK(this.store.openPrivateKey(instanceId, row.id, sealed), row.alg)) as CryptoKey);
+    return { publicKey: (await importJWK(publicJwk, row.alg)) as CryptoKey, privateKey };
   }
 }
 
-/** The additional authenticated data of a sealed private key: it opens only in its own row. */
-function sealContext(instanceId: string, kid: string): string {
-  return `oidc_signing_keys/${instanceId}/${kid}`;
-}
-
-/** Serializes key creation per instance across processes (held until the transaction ends). */
-async function lockInstanceKeys(tx: Queryable, instanceId: string): Promise<void> {
-  await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`oidc_signing_keys:${instanceId}`]);
-}
-
-function pickActive(keys: SigningKey[], now: number): SigningKey | undefined {
-  let best: SigningKey | undefined;
-  for (const k of keys) {
-    if (k.activeFrom.getTime() <= now && now < k.activeUntil.getTime()) {
-      if (!best || k.activeFrom > best.activeFrom) best = k;
-    }
-  }
-  return best;
-}
-
-function pickActiveRow(rows: KeyRow[], now: number): KeyRow | undefined {
-  let best: KeyRow | undefined;
-  for (const r of rows) {
-    const from = new Date(r.active_from).getTime();
-    if (from <= now && now < new Date(r.active_until).getTime()) {
-      if (!best || from > new Date(best.active_from).getTime()) best = r;
-    }
-  }
-  return best;
+/** The key that signs at `now` among loaded keys (it must have its private key). */
+function signingKey(keys: SigningKey[], now: number): SigningKey | undefined {
+  return signingRow(
+    keys.filter((k) => k.privateKey !== undefined),
+    now,
+  );
 }
 
 function hasNext(keys: SigningKey[], current: SigningKey): boolean {
-  return keys.some((k) => k !== current && k.activeFrom.getTime() >= current.activeUntil.getTime() - 1000);
+  return keys.some(
+    (k) =>
+      k !== current &&
+      k.activeFrom !== undefined &&
+      k.activeFrom.getTime() >= current.activeUntil!.getTime() - 1000,
+  );
 }

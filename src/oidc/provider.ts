@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../auth/authenticate.ts";
 import { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
-import { INSTANCE, InstanceEvent } from "../domain/instance/events.ts";
+import { INSTANCE } from "../domain/instance/events.ts";
 import { SETTINGS } from "../domain/settings/events.ts";
+import { WEB_KEY } from "../domain/web-key/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { ExecutionEngine } from "../execution/engine.ts";
 import type { AuthRequestCompleter, Login } from "../login/index.ts";
@@ -42,6 +43,8 @@ export interface OidcProviderDeps {
   authorizer?: Authorizer;
   /** Runs the function conditions `preuserinfo` and `preaccesstoken` (src/execution). */
   executions?: ExecutionEngine;
+  /** The signing keys (shared with the web keys API); new ones when not given. */
+  keys?: SigningKeys;
 }
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
@@ -73,7 +76,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     db: deps.db,
     instances: deps.instances,
     features: deps.features,
-    keys: new SigningKeys(deps.db, deps.masterKey),
+    keys: deps.keys ?? new SigningKeys(deps.db, deps.masterKey, deps.eventStore),
     clients,
     tokens,
     userGrants: userGrantsFromReadModel(deps.db),
@@ -85,12 +88,8 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
 
   const discoveryCache = new Map<string, { body: Buffer; until: number }>();
   deps.eventStore.onCommitted((events) => {
-    if (events.some((e) => e.aggregateType === SETTINGS || e.aggregateType === INSTANCE))
-      discoveryCache.clear();
-    for (const e of events) {
-      if (e.aggregateType === INSTANCE && e.type === InstanceEvent.removed)
-        ctx.keys.invalidate(e.aggregateId);
-    }
+    // discovery lists the algorithms of the published keys
+    if (events.some((e) => [SETTINGS, INSTANCE, WEB_KEY].includes(e.aggregateType))) discoveryCache.clear();
   });
 
   const provider: OidcProvider = Object.assign(ctx, {

@@ -634,6 +634,15 @@ export class TokenStore {
     await this.db.query(`DELETE FROM oidc_refresh_tokens WHERE absolute_expires_at < ${cutoff}`);
     await this.db.query(`DELETE FROM oidc_authorization_codes WHERE expires_at < ${cutoff}`);
     await this.db.query("DELETE FROM oidc_used_assertions WHERE expires_at < now()");
-    await this.db.query("DELETE FROM oidc_signing_keys WHERE publish_until < now()");
+    // Signing keys whose publication ended: their private keys go at once; their read-model rows too, except
+    // each instance's newest one, whose configuration the next key continues with after a long stop.
+    await this.db.query(
+      `DELETE FROM oidc_signing_key_secrets s USING oidc_signing_keys k
+       WHERE k.instance_id = s.instance_id AND k.id = s.id AND k.publish_until < now()`,
+    );
+    await this.db.query(
+      `DELETE FROM oidc_signing_keys k WHERE k.publish_until < now() AND EXISTS (
+         SELECT 1 FROM oidc_signing_keys n WHERE n.instance_id = k.instance_id AND n.active_from > k.active_from)`,
+    );
   }
 }

@@ -3,6 +3,7 @@ import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
+import type { SigningKeys } from "../oidc/keys.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
@@ -21,6 +22,8 @@ export interface ServiceDeps {
   masterKey: Buffer;
   /** Where outbound connections may go (src/net/outbound.ts): take the guard of the configuring level. */
   outbound: OutboundPolicy;
+  /** The instances' OIDC signing keys (the web keys API). */
+  signingKeys: SigningKeys;
   /** Proves control of org domains (default: HTTP file or DNS TXT over the network). */
   domainVerifier?: DomainVerifier;
 }

@@ -15,6 +15,7 @@ import { languageSettingsService } from "./settings/languages.ts";
 import { loginSettingsService } from "./settings/login.ts";
 import { userGrantsService } from "./user-grants/user_grants.ts";
 import { usersService } from "./users/users.ts";
+import { webKeysService } from "./web-keys/web-keys.ts";
 
 /** Every API service Platform serves. */
 export function apiServices(deps: ServiceDeps): ApiService[] {
@@ -34,6 +35,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     userGrantsService(deps),
     idpsService(deps),
     eventsService(deps),
+    webKeysService(deps),
     actionsService(deps, () => services.map((s) => s.service)),
   ];
   return services;

@@ -5,7 +5,6 @@ import { ASSERTION_ALGS, endpointAuthMethods } from "../client-auth.ts";
 import { GrantType } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { OidcPath } from "../issuer.ts";
-import { SIGNING_ALG } from "../keys.ts";
 import { STANDARD_SCOPES } from "../scopes.ts";
 
 /** Claims this provider may put into ID tokens, userinfo and introspection answers. */
@@ -59,9 +58,10 @@ export async function discoveryDocument(
   info: RequestInfo,
 ): Promise<Record<string, unknown>> {
   const { issuer } = info;
-  const [flags, locales] = await Promise.all([
+  const [flags, locales, algorithms] = await Promise.all([
     ctx.features.flags(info.instance.id),
     uiLocales(ctx, info.instance.id),
+    ctx.keys.algorithms(info.instance.id),
   ]);
   const grantTypes: string[] = [
     GrantType.authorizationCode,
@@ -85,7 +85,8 @@ export async function discoveryDocument(
     response_modes_supported: ["query", "fragment", "form_post"],
     grant_types_supported: grantTypes,
     subject_types_supported: ["public"],
-    id_token_signing_alg_values_supported: [SIGNING_ALG],
+    // the algorithms of the published keys, the active key's first
+    id_token_signing_alg_values_supported: algorithms,
     token_endpoint_auth_methods_supported: [...endpointAuthMethods.token],
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     revocation_endpoint_auth_methods_supported: [...endpointAuthMethods.revocation],

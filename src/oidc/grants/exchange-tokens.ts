@@ -11,7 +11,6 @@ import { ASSERTION_ALGS } from "../client-auth.ts";
 import type { OidcClient } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { InvalidRequest } from "../errors.ts";
-import { SIGNING_ALG } from "../keys.ts";
 import { Scope } from "../scopes.ts";
 import { type ActClaim, actorsOf, parseHandle } from "../token-store.ts";
 
@@ -182,7 +181,7 @@ async function idTokenOf(
     // JWT access tokens are signed by the same keys; they are typed at+jwt.
     if (!key || typ !== "JWT") throw new Error("not an ID token of this instance");
     ({ payload } = await jwtVerify(value, key.publicKey, {
-      algorithms: [SIGNING_ALG],
+      algorithms: [key.alg],
       issuer: info.issuer,
       requiredClaims: ["sub", "exp", "aud"],
     }));

@@ -10,6 +10,7 @@ import { sessionsProjection } from "./sessions.ts";
 import { settingsProjection } from "./settings.ts";
 import { userGrantsProjection } from "./user_grants.ts";
 import { usersProjection } from "./users.ts";
+import { webKeysProjection } from "./web-keys.ts";
 
 /** Every inline projection; the event store runs them in the transaction of each append. */
 export const projections: Projection[] = [
@@ -24,4 +25,5 @@ export const projections: Projection[] = [
   appsProjection,
   userGrantsProjection,
   idpsProjection,
+  webKeysProjection,
 ];

@@ -83,6 +83,7 @@ export const instancesProjection: Projection = {
       await tx.query("DELETE FROM action_target_signing_keys WHERE instance_id = $1", [e.aggregateId]);
       for (const table of [
         "oidc_signing_keys",
+        "oidc_signing_key_secrets",
         "oidc_access_tokens",
         "oidc_refresh_tokens",
         "oidc_authorization_codes",
