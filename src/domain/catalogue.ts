@@ -13,6 +13,7 @@ import { SESSION, SessionEvent } from "./session/events.ts";
 import { SETTINGS, SettingsEvent } from "./settings/events.ts";
 import { USER, UserEvent } from "./user/events.ts";
 import { USER_GRANT, UserGrantEvent } from "./usergrant/events.ts";
+import { WEB_KEY, WebKeyEvent } from "./web-key/events.ts";
 
 /** Aggregate type → its event types (each `<aggregate type>.<what happened>`). */
 export const eventCatalogue: ReadonlyMap<string, readonly string[]> = new Map(
@@ -29,6 +30,7 @@ export const eventCatalogue: ReadonlyMap<string, readonly string[]> = new Map(
       [IDP, IdpEvent],
       [TARGET, TargetEvent],
       [EXECUTION, ExecutionEvent],
+      [WEB_KEY, WebKeyEvent],
     ] as const
   ).map(([aggregate, events]) => [aggregate, Object.values(events) as string[]]),
 );
