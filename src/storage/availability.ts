@@ -90,6 +90,8 @@ export function withAvailabilityErrors<D extends Database>(db: D): D {
       classifying(() => db.query<T>(sql, params)),
     exec: (sql: string) => classifying(() => db.exec(sql)),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) => classifying(() => db.transaction(fn)),
+    holdProcessLease: (processId: string) => classifying(() => db.holdProcessLease(processId)),
+    isProcessAlive: (processId: string) => classifying(() => db.isProcessAlive(processId)),
     close: () => db.close(),
   };
   // Anything else the implementation offers (e.g. the pool of PostgreSQL) stays reachable.

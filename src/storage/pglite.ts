@@ -5,7 +5,7 @@ import path from "node:path";
 import v8 from "node:v8";
 import { PGlite } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
-import type { Database, Queryable, Row } from "./database.ts";
+import type { Database, ProcessLease, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
 
 export { DataDirLockedError };
@@ -38,6 +38,7 @@ const pgliteStartParams = [
  */
 export class PgliteDatabase implements Database {
   readonly kind = "pglite" as const;
+  private readonly leases = new Set<string>();
 
   private constructor(
     private readonly pg: PGlite,
@@ -89,6 +90,23 @@ export class PgliteDatabase implements Database {
         },
       }),
     );
+  }
+
+  /**
+   * One process per directory (the lock file): a process is running exactly when it holds a lease of
+   * this very object, and every other process ID is one of a process that has ended.
+   */
+  async holdProcessLease(processId: string): Promise<ProcessLease> {
+    this.leases.add(processId);
+    return {
+      release: async () => {
+        this.leases.delete(processId);
+      },
+    };
+  }
+
+  async isProcessAlive(processId: string): Promise<boolean> {
+    return this.leases.has(processId);
   }
 
   async close(): Promise<void> {
