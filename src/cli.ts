@@ -7,6 +7,7 @@ import {
   resolveMasterKey,
   variables,
 } from "./config.ts";
+import { DatabaseFullError } from "./errors.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
 import { SigningKeys } from "./oidc/keys.ts";
 import { createPlatform, listen } from "./platform.ts";
@@ -102,6 +103,8 @@ export async function main(argv: string[]): Promise<number> {
         return fail(`unknown command "${command}"; see platform --help`);
     }
   } catch (error) {
+    // e.g. migrations on a full disk: the operator needs the detail a client does not get
+    if (error instanceof DatabaseFullError) return fail(`${databaseName(config)}: ${error.detail}`);
     return fail((error as Error).message.split("\n")[0]);
   }
 }
@@ -199,4 +202,9 @@ function printNotices(db: Database): void {
 function fail(message: string): number {
   process.stderr.write(`platform: ${message}\n`);
   return 1;
+}
+
+/** The variable that names the database, for error lines. */
+function databaseName(config: Config): string {
+  return config.databaseUrl ? "DATABASE_URL" : "PLATFORM_DATA_DIR";
 }

@@ -25,6 +25,11 @@ export interface Database extends Queryable {
   holdProcessLease(processId: string): Promise<ProcessLease>;
   /** Whether the process that holds the lease of `processId` is still running (process-lease.ts). */
   isProcessAlive(processId: string): Promise<boolean>;
+  /**
+   * Why the database refuses changes right now, for `/ready` (the embedded database: too little free disk
+   * space); undefined when it takes them.
+   */
+  storageProblem?(): string | undefined;
   close(): Promise<void>;
 }
 
