@@ -4,6 +4,7 @@ import { adminToken } from "./cli/admin-token.ts";
 import { CommandError } from "./cli/database.ts";
 import { rotateKeys } from "./cli/keys.ts";
 import { type Config, ConfigError, externalOrigin, loadConfig, variables } from "./config.ts";
+import { DatabaseFullError } from "./errors.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
 import { createPlatform, listen } from "./platform.ts";
 import { projections } from "./query/projections/index.ts";
@@ -122,6 +123,8 @@ export async function main(argv: string[]): Promise<number> {
     }
   } catch (error) {
     if (error instanceof CommandError) return fail(error.message);
+    // e.g. migrations on a full disk: the operator needs the detail a client does not get
+    if (error instanceof DatabaseFullError) return fail(`${databaseName(config)}: ${error.detail}`);
     return fail((error as Error).message.split("\n")[0]);
   }
 }
@@ -206,4 +209,9 @@ function report(lines: string[], stream: NodeJS.WritableStream = process.stdout)
 function fail(message: string): number {
   process.stderr.write(`platform: ${message}\n`);
   return 1;
+}
+
+/** The variable that names the database, for error lines. */
+function databaseName(config: Config): string {
+  return config.databaseUrl ? "DATABASE_URL" : "PLATFORM_DATA_DIR";
 }

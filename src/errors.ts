@@ -150,3 +150,22 @@ export class IdempotencyAnswerLostError extends PlatformError {
     super(Code.FAILED_PRECONDITION, message, { httpStatus: 409 });
   }
 }
+
+/**
+ * A change the database could not save because its disk is full (the embedded database's free-space
+ * reserve, or SQLSTATE 53100 disk_full from either database). REST answers 507 Insufficient Storage; the
+ * connect protocols RESOURCE_EXHAUSTED, whose gRPC definition names a full file system. `detail` (how
+ * much is free, what failed) is for the log only.
+ */
+export class DatabaseFullError extends PlatformError {
+  constructor(
+    readonly detail: string,
+    cause?: unknown,
+  ) {
+    super(
+      Code.RESOURCE_EXHAUSTED,
+      "insufficient storage: the database's disk is full, so the change was not saved; retry later",
+      { httpStatus: 507, cause },
+    );
+  }
+}

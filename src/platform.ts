@@ -22,7 +22,7 @@ import { buildServer } from "./server/server.ts";
 import { authenticationInterceptor, callerOf, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
 import { apiServices } from "./services/index.ts";
-import type { Database } from "./storage/database.ts";
+import type { Database, ProcessLease } from "./storage/database.ts";
 import { IdempotencyStore } from "./storage/idempotency.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
@@ -59,6 +59,7 @@ export async function createPlatform(
 ): Promise<Platform> {
   if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
   const db = options.db ?? (await openDatabase(config));
+  let lease: ProcessLease | undefined;
   try {
     // Embedded: generated into the data directory on first start, now that this process holds its lock.
     const masterKey = resolveMasterKey(config);
@@ -106,12 +107,16 @@ export async function createPlatform(
     await oidc.keys.checkMasterKey();
     deps.authenticator.addVerifier(oidc.apiVerifier);
     oidc.register(app);
+    const idempotency = new IdempotencyStore(db);
+    // other processes tell by it whether this one still runs its calls (src/storage/process-lease.ts)
+    lease = await idempotency.holdLease();
+    app.addHook("onClose", () => lease?.release());
     const services = apiServices(deps);
     const api = registerApi(app, services, {
       interceptors: [authenticationInterceptor(deps)],
       readMaxBytes: config.maxRequestBodyBytes,
       innerInterceptors: [
-        idempotencyInterceptor({ store: new IdempotencyStore(db), callerScope }),
+        idempotencyInterceptor({ store: idempotency, callerScope }),
         // inside idempotency: a replayed answer calls no target again (src/execution/interceptor.ts)
         executions.interceptor(identifyCaller),
       ],
@@ -142,6 +147,7 @@ export async function createPlatform(
     };
     return { config, db, eventStore, instances, deps, app, oidc, login, executions, bootstrapResult, close };
   } catch (error) {
+    await lease?.release().catch(() => {});
     await db.close().catch(() => {});
     throw error;
   }

@@ -12,6 +12,7 @@ import {
   eventCount,
   type Json,
   type RestOptions,
+  type RestReply,
   restClient,
   startPlatform,
   type TestPlatform,
@@ -371,30 +372,44 @@ describe("Idempotency-Key", () => {
     );
   });
 
-  it("a key whose call applied without storing its answer: in progress, then answer lost naming the resource", async () => {
+  it("a key whose call applied without storing its answer: in progress while its process runs, then answer lost naming the resource", async () => {
     const key = newKey();
     const created = await rest("POST", ORGS, withKey(key, { json: { name: "Lost Answer Org" } }));
     assert.equal(created.status, 201);
     const id = created.json.details.id as string;
-    // as if another process had claimed it just now and not answered yet
+    const retry = () => rest("POST", ORGS, withKey(key, { json: { name: "Lost Answer Org" } }));
+    const assertLost = (lost: RestReply) => {
+      assertRpcError(lost, 409, Code.FailedPrecondition, "the request with this Idempotency-Key was applied");
+      assert.ok(lost.json.message.includes(id), lost.json.message);
+    };
+    // as if another process, still running, had claimed it just now and not answered yet
+    const other = new IdempotencyStore(platform.db);
+    const lease = await other.holdLease();
+    try {
+      await platform.db.query(
+        "UPDATE idempotency_keys SET response = NULL, claimed_by = $2, claimed_at = now() WHERE resource_id = $1",
+        [id, other.processId],
+      );
+      assertRpcError(await retry(), 409, Code.Aborted, "a request with this Idempotency-Key is in progress");
+      // no call runs that long: its answer was lost even though the process runs
+      await platform.db.query(
+        "UPDATE idempotency_keys SET claimed_at = now() - interval '5 minutes' WHERE resource_id = $1",
+        [id],
+      );
+      assertLost(await retry());
+      await platform.db.query("UPDATE idempotency_keys SET claimed_at = now() WHERE resource_id = $1", [id]);
+      assertRpcError(await retry(), 409, Code.Aborted, "a request with this Idempotency-Key is in progress");
+    } finally {
+      await lease.release();
+    }
+    // that process has ended (crashed right after its commit): the answer is lost, at once
+    assertLost(await retry());
+    // a process that never held a lease (a process of another run) is not running either
     await platform.db.query(
-      "UPDATE idempotency_keys SET response = NULL, claimed_by = 'another-process', claimed_at = now() WHERE resource_id = $1",
+      "UPDATE idempotency_keys SET claimed_by = 'another-process', claimed_at = now() WHERE resource_id = $1",
       [id],
     );
-    assertRpcError(
-      await rest("POST", ORGS, withKey(key, { json: { name: "Lost Answer Org" } })),
-      409,
-      Code.Aborted,
-      "a request with this Idempotency-Key is in progress",
-    );
-    // as if that process had died right after its commit, longer ago than any request runs
-    await platform.db.query(
-      "UPDATE idempotency_keys SET claimed_at = now() - interval '5 minutes' WHERE resource_id = $1",
-      [id],
-    );
-    const lost = await rest("POST", ORGS, withKey(key, { json: { name: "Lost Answer Org" } }));
-    assertRpcError(lost, 409, Code.FailedPrecondition, "the request with this Idempotency-Key was applied");
-    assert.ok(lost.json.message.includes(id), lost.json.message);
+    assertLost(await retry());
     assert.deepEqual(await orgsNamed("Lost Answer Org"), [id]);
   });
 

@@ -50,7 +50,10 @@ export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 export const IDEMPOTENT_REPLAYED_HEADER = "idempotent-replayed";
 
 const VALID_KEY = /^[\x21-\x7e]{1,255}$/;
-/** A claimed key without answer, claimed by another process less than this ago, counts as in progress. */
+/**
+ * A claimed key without answer counts as in progress when another process claimed it less than this ago
+ * and that process still runs (its lease, Database.isProcessAlive).
+ */
 const DEFAULT_IN_FLIGHT_MS = 60_000;
 
 export interface IdempotencyOptions {
@@ -115,10 +118,12 @@ export function idempotencyInterceptor(options: IdempotencyOptions): Interceptor
         );
       }
       if (row.response === undefined) {
+        // Another process's call runs on only while that process does (its lease), and not for ever: a
+        // process whose database connection is cut off keeps its lease until the server notices.
         const inProgress =
           row.claimedBy === store.processId
             ? running.has(rowKey(id))
-            : Date.now() - row.claimedAt.getTime() < inFlightMs;
+            : Date.now() - row.claimedAt.getTime() < inFlightMs && (await store.claimantAlive(row.claimedBy));
         if (inProgress) {
           throw new IdempotencyKeyInProgressError(
             "a request with this Idempotency-Key is in progress; retry later",

@@ -13,7 +13,7 @@
  */
 import { Code as ConnectCode, ConnectError } from "@connectrpc/connect";
 import type { FastifyBaseLogger } from "fastify";
-import { Code, httpStatusFor, PlatformError } from "../errors.ts";
+import { Code, DatabaseFullError, httpStatusFor, PlatformError } from "../errors.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
 
 /** Seconds a client should wait before retrying an UNAVAILABLE answer (`Retry-After`). */
@@ -47,7 +47,12 @@ export function toConnectError(
 ): ConnectError {
   if (err instanceof ConnectError) return err;
   if (err instanceof PlatformError) {
-    if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN || err.code === Code.DATA_LOSS) {
+    if (
+      err.code === Code.INTERNAL ||
+      err.code === Code.UNKNOWN ||
+      err.code === Code.DATA_LOSS ||
+      err instanceof DatabaseFullError // the operator must free space
+    ) {
       // deliberate, but may wrap a cause worth logging
       logError(log, err, what);
     }

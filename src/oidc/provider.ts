@@ -5,6 +5,7 @@ import type { Config } from "../config.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
 import { SETTINGS } from "../domain/settings/events.ts";
 import { WEB_KEY } from "../domain/web-key/events.ts";
+import { DatabaseFullError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { ExecutionEngine } from "../execution/engine.ts";
 import type { AuthRequestCompleter, Login } from "../login/index.ts";
@@ -139,6 +140,14 @@ async function routes(
     if (isConnectionFailure(error)) {
       request.log.error({ err: error }, "oidc request failed: database unavailable");
       return sendOAuthError(reply.header("retry-after", "5"), new TemporarilyUnavailable(), "platform");
+    }
+    if (error instanceof DatabaseFullError) {
+      request.log.error({ err: error }, "oidc request failed: database disk full");
+      return sendOAuthError(
+        reply.header("retry-after", "5"),
+        new TemporarilyUnavailable("the server cannot store anything right now (disk full); retry later"),
+        "platform",
+      );
     }
     request.log.error({ err: error }, "oidc request failed");
     return sendOAuthError(reply, new ServerError(), "platform");

@@ -247,6 +247,9 @@ export function buildServer({ config, db, instances }: ServerDeps): FastifyInsta
       return reply.code(503).send({ status: "unavailable", reason: "database unreachable" });
     }
     if (!migrated) return reply.code(503).send({ status: "unavailable", reason: "migrations pending" });
+    // e.g. the embedded database's disk is full: reads are served, changes refused (507)
+    const storageProblem = db.storageProblem?.();
+    if (storageProblem) return reply.code(503).send({ status: "unavailable", reason: storageProblem });
     return { status: "ready" };
   });
 

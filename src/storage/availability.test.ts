@@ -3,6 +3,7 @@ import net from "node:net";
 import { after, describe, it } from "node:test";
 import pg from "pg";
 import { tempDir } from "../../test/helpers.ts";
+import { Code, DatabaseFullError } from "../errors.ts";
 import { DatabaseUnavailableError, isConnectionFailure, withAvailabilityErrors } from "./availability.ts";
 import { PgliteDatabase } from "./pglite.ts";
 
@@ -118,6 +119,14 @@ describe("database availability", () => {
     assert.ok(!(syntax instanceof DatabaseUnavailableError));
     assert.equal((syntax as { code?: string }).code, "42601"); // the driver's error, unchanged
     assert.deepEqual(await db.query("SELECT 1 AS one"), [{ one: 1 }]);
+    // a full disk (SQLSTATE 53100 disk_full): 507, the driver's message kept for the log
+    const full = await rejection(() =>
+      db.exec("DO $$ BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END $$"),
+    );
+    assert.ok(full instanceof DatabaseFullError, String(full));
+    assert.equal(full.code, Code.RESOURCE_EXHAUSTED);
+    assert.equal(full.httpStatus, 507);
+    assert.match(full.detail, /^disk full: could not extend file/);
     await db.close();
     for (const run of [
       () => db.query("SELECT 1"),

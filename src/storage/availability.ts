@@ -5,11 +5,12 @@
  * database was closed (shutdown).
  *
  * `withAvailabilityErrors(db)` wraps a Database so that such failures come out as
- * `DatabaseUnavailableError` (the driver's error kept as `cause`, for the log only). Only errors of the
- * database are classified this way, so a refused connection of some other outbound call never reads as
- * "database unavailable".
+ * `DatabaseUnavailableError` (the driver's error kept as `cause`, for the log only), and a full disk
+ * (SQLSTATE 53100) as `DatabaseFullError` (507 to clients). Only errors of the database are classified this
+ * way, so a refused connection of some other outbound call never reads as "database unavailable".
  */
-import type { Database, Queryable, Row } from "./database.ts";
+import { DatabaseFullError } from "../errors.ts";
+import { type Database, type Queryable, type Row, sqlState } from "./database.ts";
 
 /** The database cannot be reached right now; retrying later may succeed. */
 export class DatabaseUnavailableError extends Error {
@@ -66,7 +67,12 @@ export function isConnectionFailure(error: unknown): boolean {
   return UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message));
 }
 
+/** SQLSTATE disk_full: a file of the database could not grow (ENOSPC). */
+const DISK_FULL = "53100";
+
 function classified(error: unknown): unknown {
+  if (sqlState(error) === DISK_FULL)
+    return new DatabaseFullError(`disk full: ${(error as Error).message}`, error);
   return !(error instanceof DatabaseUnavailableError) && isConnectionFailure(error)
     ? new DatabaseUnavailableError(error)
     : error;
@@ -90,6 +96,9 @@ export function withAvailabilityErrors<D extends Database>(db: D): D {
       classifying(() => db.query<T>(sql, params)),
     exec: (sql: string) => classifying(() => db.exec(sql)),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) => classifying(() => db.transaction(fn)),
+    holdProcessLease: (processId: string) => classifying(() => db.holdProcessLease(processId)),
+    isProcessAlive: (processId: string) => classifying(() => db.isProcessAlive(processId)),
+    storageProblem: () => db.storageProblem?.(),
     close: () => db.close(),
   };
   // Anything else the implementation offers (e.g. the pool of PostgreSQL) stays reachable.

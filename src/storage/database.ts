@@ -17,7 +17,24 @@ export interface Database extends Queryable {
   readonly notices?: readonly string[];
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Marks this process as running under `processId` until the lease is released or the process ends, so
+   * that other processes can tell (`isProcessAlive`) whether rows it left behind belong to work still
+   * running. PostgreSQL: a session-level advisory lock held on a connection of its own (process-lease.ts).
+   */
+  holdProcessLease(processId: string): Promise<ProcessLease>;
+  /** Whether the process that holds the lease of `processId` is still running (process-lease.ts). */
+  isProcessAlive(processId: string): Promise<boolean>;
+  /**
+   * Why the database refuses changes right now, for `/ready` (the embedded database: too little free disk
+   * space); undefined when it takes them.
+   */
+  storageProblem?(): string | undefined;
   close(): Promise<void>;
+}
+
+export interface ProcessLease {
+  release(): Promise<void>;
 }
 
 /** PostgreSQL SQLSTATE of an error from either driver, if it has one. */

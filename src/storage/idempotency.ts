@@ -6,7 +6,7 @@
  * of the same key and are deleted in small batches at most once per `purgeIntervalMs`.
  */
 import { randomToken } from "../crypto/tokens.ts";
-import type { Database, Queryable } from "./database.ts";
+import type { Database, ProcessLease, Queryable } from "./database.ts";
 
 /** Which row: the caller's instance and identity, and the SHA-256 of the key. */
 export interface IdempotencyKeyId {
@@ -44,7 +44,10 @@ export const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 const PURGE_BATCH = 1000;
 
 export class IdempotencyStore {
-  /** Identifies this process in the rows it claims (tells its own running calls from other processes'). */
+  /**
+   * Identifies this process in the rows it claims: tells its own running calls from other processes', and
+   * (with the lease, `holdLease`) lets other processes tell whether it still runs.
+   */
   readonly processId = randomToken(12);
   readonly ttlMs: number;
   private readonly purgeIntervalMs: number;
@@ -56,6 +59,16 @@ export class IdempotencyStore {
   ) {
     this.ttlMs = options.ttlMs ?? DEFAULT_IDEMPOTENCY_TTL_MS;
     this.purgeIntervalMs = options.purgeIntervalMs ?? 60_000;
+  }
+
+  /** Marks this process as running (Database.holdProcessLease) until the lease is released. */
+  holdLease(): Promise<ProcessLease> {
+    return this.db.holdProcessLease(this.processId);
+  }
+
+  /** Whether the process that claimed a row (its `claimedBy`) is still running. */
+  claimantAlive(claimedBy: string): Promise<boolean> {
+    return this.db.isProcessAlive(claimedBy);
   }
 
   /** The unexpired row of that key, if any. */

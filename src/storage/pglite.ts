@@ -5,8 +5,9 @@ import path from "node:path";
 import v8 from "node:v8";
 import { PGlite } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
-import type { Database, Queryable, Row } from "./database.ts";
+import type { Database, ProcessLease, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
+import { DiskSpaceGuard, exitOnFatal, MIN_FREE_BYTES } from "./pglite-failures.ts";
 
 export { DataDirLockedError };
 
@@ -38,10 +39,12 @@ const pgliteStartParams = [
  */
 export class PgliteDatabase implements Database {
   readonly kind = "pglite" as const;
+  private readonly leases = new Set<string>();
 
   private constructor(
     private readonly pg: PGlite,
     private readonly lock: DataDirLock,
+    private readonly space: DiskSpaceGuard,
   ) {}
 
   /** What opening the database did that the operator should hear about (a stale lock taken over). */
@@ -49,7 +52,11 @@ export class PgliteDatabase implements Database {
     return this.lock.tookOver ? [this.lock.tookOver] : [];
   }
 
-  static async open(dataDir: string): Promise<PgliteDatabase> {
+  /**
+   * `minFreeBytes`: changes are refused (DatabaseFullError) while less is free on the directory's file
+   * system (default MIN_FREE_BYTES; 0 turns the guard off, for tests of what it prevents).
+   */
+  static async open(dataDir: string, options: { minFreeBytes?: number } = {}): Promise<PgliteDatabase> {
     mkdirSync(dataDir, { recursive: true });
     let lock: DataDirLock;
     try {
@@ -61,7 +68,11 @@ export class PgliteDatabase implements Database {
     try {
       const pgdata = path.join(dataDir, "pgdata");
       if (isEmptyDir(pgdata)) await initializeInChildProcess(dataDir, pgdata);
-      return new PgliteDatabase(await startPglite(pgdata), lock);
+      const pg = await startPglite(
+        pgdata,
+        exitOnFatal(dataDir, () => lock.release()),
+      );
+      return new PgliteDatabase(pg, lock, new DiskSpaceGuard(pgdata, options.minFreeBytes ?? MIN_FREE_BYTES));
     } catch (error) {
       lock.release();
       throw new Error(
@@ -71,15 +82,18 @@ export class PgliteDatabase implements Database {
   }
 
   async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    if (!READ_ONLY.test(sql)) this.space.check();
     const result = await this.pg.query<T>(sql, params as unknown[]);
     return result.rows;
   }
 
   async exec(sql: string): Promise<void> {
+    this.space.check();
     await this.pg.exec(sql);
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    this.space.check();
     return this.pg.transaction(async (tx) =>
       fn({
         query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
@@ -91,6 +105,27 @@ export class PgliteDatabase implements Database {
     );
   }
 
+  /**
+   * One process per directory (the lock file): a process is running exactly when it holds a lease of
+   * this very object, and every other process ID is one of a process that has ended.
+   */
+  async holdProcessLease(processId: string): Promise<ProcessLease> {
+    this.leases.add(processId);
+    return {
+      release: async () => {
+        this.leases.delete(processId);
+      },
+    };
+  }
+
+  async isProcessAlive(processId: string): Promise<boolean> {
+    return this.leases.has(processId);
+  }
+
+  storageProblem(): string | undefined {
+    return this.space.problem();
+  }
+
   async close(): Promise<void> {
     try {
       await this.pg.close();
@@ -100,12 +135,28 @@ export class PgliteDatabase implements Database {
   }
 }
 
-async function startPglite(pgdata: string): Promise<PGlite> {
+/** Statements that change nothing: run even while the disk is full. */
+const READ_ONLY = /^\s*(SELECT|SHOW|VALUES|TABLE|EXPLAIN)\b/i;
+
+/**
+ * Starts PGlite on `pgdata`; `onFatal` hears PostgreSQL's PANICs and WebAssembly aborts (exitOnFatal).
+ * PostgreSQL's other log lines (errors are also thrown to the caller) are not printed.
+ */
+async function startPglite(pgdata: string, onFatal: (reason: string) => void): Promise<PGlite> {
   // Only Liftoff, V8's baseline WebAssembly compiler: tiering PostgreSQL's hot functions up to TurboFan
   // kept about 40 MB more resident for no measurable gain in throughput (docs/operations.md). The flag is
   // read when a module is compiled and PGlite is the only WebAssembly in the process.
   v8.setFlagsFromString("--liftoff-only");
-  const pg = new PGlite({ dataDir: pgdata, fs: new DurableNodeFS(pgdata), startParams: pgliteStartParams });
+  const pg = new PGlite({
+    dataDir: pgdata,
+    fs: new DurableNodeFS(pgdata, (what) => onFatal(`aborted (${what})`)),
+    startParams: pgliteStartParams,
+    onStderr: (line) => {
+      const panic = line.indexOf("PANIC:");
+      if (panic >= 0) onFatal(line.slice(panic).replace(/\s+/g, " ").trim());
+      return false;
+    },
+  });
   await pg.waitReady;
   return pg;
 }
@@ -122,9 +173,17 @@ interface NodeFsInternals {
  * PGlite's Node file system (Emscripten NODEFS) with fsync: NODEFS has no fsync operation, so
  * PostgreSQL's fsync() calls returned success without reaching the disk. This adds it, mapping each
  * call to fsync(2) on the real file descriptor. (fdatasync stays a no-op in Emscripten, hence
- * `wal_sync_method=fsync`.)
+ * `wal_sync_method=fsync`.) It also hands Emscripten the `onAbort` hook: a WebAssembly abort is otherwise
+ * silent (pglite-failures.ts).
  */
 class DurableNodeFS extends NodeFS {
+  constructor(
+    dataDir: string,
+    private readonly onAbort: (what: unknown) => void,
+  ) {
+    super(dataDir);
+  }
+
   override async init(pg: PGlite, opts: Partial<EmscriptenModule>) {
     const { emscriptenOpts } = await super.init(pg, opts);
     const preRun = [
@@ -142,7 +201,7 @@ class DurableNodeFS extends NodeFS {
         };
       },
     ];
-    return { emscriptenOpts: { ...emscriptenOpts, preRun } };
+    return { emscriptenOpts: { ...emscriptenOpts, preRun, onAbort: this.onAbort } };
   }
 }
 
@@ -187,7 +246,10 @@ async function initializeInChildProcess(dataDir: string, pgdata: string): Promis
 /** Run by `pglite-initialize.ts` in the child: a new database in `pgdata`, on disk when this returns. */
 export async function initializeDataDir(pgdata: string): Promise<void> {
   mkdirSync(pgdata, { recursive: true });
-  const pg = await startPglite(pgdata);
+  const pg = await startPglite(
+    pgdata,
+    exitOnFatal(pgdata, () => {}),
+  );
   await pg.close();
   // initdb wrote its files without fsync (PGlite copies them in from memory): flush them all once, as
   // PostgreSQL's initdb does. Some 1,000 files: in parallel on the thread pool it takes a tenth of the time.

@@ -1,18 +1,34 @@
 import pg from "pg";
-import type { Database, Queryable, Row } from "./database.ts";
+import type { Database, ProcessLease, Queryable, Row } from "./database.ts";
+import { holdLease, LEASE_HELD_SQL, processLeaseKey } from "./process-lease.ts";
 
 // int8 and numeric as JS numbers, like PGlite: positions and counts stay far below 2^53.
 pg.types.setTypeParser(20, (value) => Number(value));
 pg.types.setTypeParser(1700, (value) => Number(value));
+
+const CONNECT_TIMEOUT_MS = 5000;
 
 /** A PostgreSQL server through a connection pool: the production and scale-out backend. */
 export class PostgresDatabase implements Database {
   readonly kind = "postgres" as const;
   readonly pool: pg.Pool;
 
-  constructor(url: string, options: { max?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString: url, max: options.max ?? 20, connectionTimeoutMillis: 5000 });
-    // An idle client's error (server restart) must not crash the process; the next query reconnects.
+  constructor(
+    private readonly url: string,
+    options: { max?: number } = {},
+  ) {
+    this.pool = new pg.Pool({
+      connectionString: url,
+      max: options.max ?? 20,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    });
+    // A connection the server ends (restart, failover, pg_terminate_backend) makes pg emit 'error' on its
+    // client, and an 'error' without a listener ends the process. The pool listens only while a client is
+    // idle (and re-emits that error on itself); a client checked out for a transaction has no listener of
+    // its own. So every client gets one for life, as soon as it connects: the failure reaches the statement
+    // running on it (or the next one, "not queryable") as an error, the pool drops the client when it comes
+    // back, and the next query opens a new connection.
+    this.pool.on("connect", (client) => client.on("error", () => {}));
     this.pool.on("error", () => {});
   }
 
@@ -45,6 +61,19 @@ export class PostgresDatabase implements Database {
     } finally {
       client.release();
     }
+  }
+
+  holdProcessLease(processId: string): Promise<ProcessLease> {
+    // outside the pool: the lease lives as long as its connection
+    return holdLease(
+      () => new pg.Client({ connectionString: this.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS }),
+      processId,
+    );
+  }
+
+  async isProcessAlive(processId: string): Promise<boolean> {
+    const rows = await this.query<{ held: boolean }>(LEASE_HELD_SQL, [processLeaseKey(processId)]);
+    return rows[0]?.held === true;
   }
 
   async close(): Promise<void> {
