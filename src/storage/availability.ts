@@ -36,10 +36,12 @@ const NETWORK_ERRORS = new Set([
 
 /**
  * SQLSTATEs of a server that is going away or not accepting connections: class 08 (connection exception)
- * is matched by prefix; 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up,
+ * is matched by prefix, but for 08P01; 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up,
  * recovery), 53300 too_many_connections.
  */
 const UNAVAILABLE_STATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+
+const PROTOCOL_VIOLATION = "08P01";
 
 /** Messages of pg, pg-pool and PGlite that carry no code. */
 const UNAVAILABLE_MESSAGES = [
@@ -57,7 +59,10 @@ export function isConnectionFailure(error: unknown): boolean {
   if (typeof error !== "object" || error === null) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
-    if (NETWORK_ERRORS.has(code) || UNAVAILABLE_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+    if (NETWORK_ERRORS.has(code) || UNAVAILABLE_STATES.has(code)) return true;
+    // 08P01 protocol_violation is the server refusing what we sent (a bind with the wrong number of
+    // parameters): a bug to answer with INTERNAL, not an outage to retry.
+    if (/^08[0-9A-Z]{3}$/.test(code) && code !== PROTOCOL_VIOLATION) return true;
   }
   // Connecting to a name with several addresses (localhost: ::1 and 127.0.0.1) fails with all of them.
   if (error instanceof AggregateError && error.errors.length > 0 && error.errors.every(isConnectionFailure)) {
