@@ -36,7 +36,7 @@ describe("config", () => {
     );
   });
 
-  it("has the defaults of contract.md §2", () => {
+  it("has the documented defaults", () => {
     const config = loadConfig({});
     assert.equal(config.port, 8080);
     assert.equal(config.externalDomain, "localhost");

@@ -5,7 +5,7 @@ import { loadOrCreateMasterKeyFile, masterKeyFile, parseMasterKey } from "./cryp
 import { DenyList } from "./net/deny-list.ts";
 import { type AllowPrivate, allowPrivateValues } from "./net/outbound.ts";
 
-/** Every setting of contract.md §2, validated once at start-up. */
+/** Every setting (README's configuration table), validated once at start-up. */
 export interface Config {
   port: number;
   externalDomain: string;

@@ -1,6 +1,6 @@
 /**
  * The one error registry. Domain, storage and transport code throw these; the API layer maps the
- * gRPC code to connect/gRPC status and to the HTTP status grpc-gateway would use (contract.md §1).
+ * gRPC code to connect/gRPC status and to the HTTP status grpc-gateway would use (docs/api.md "Errors").
  */
 export const Code = {
   OK: 0,

@@ -72,7 +72,7 @@ type StoredAnswer =
 /**
  * RPCs that only read: the header is ignored there, like on GET in Stripe's and ZITADEL's APIs (a read
  * retried is simply read again). A read is an RPC declared `idempotency_level = NO_SIDE_EFFECTS`, mapped
- * to GET, or named Get*, List*, Search* or Resolve* (the naming rules of the API, contract.md).
+ * to GET, or named Get*, List*, Search* or Resolve* (the naming rules of the API, docs/api.md).
  */
 export function isReadOnly(method: DescMethod): boolean {
   if (method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return true;

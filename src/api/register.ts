@@ -98,7 +98,7 @@ export function registerApi(
     grpc: true,
     grpcWeb: true,
     connect: true,
-    // proto3 JSON as contract.md §1: unknown fields are errors, output uses the proto (snake_case) names
+    // proto3 JSON (docs/api.md): unknown fields are errors, output uses the proto (snake_case) names
     jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, alwaysEmitImplicit: true, registry },
     readMaxBytes,
   });

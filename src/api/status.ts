@@ -1,5 +1,5 @@
 /**
- * The one mapping from thrown errors to API errors (contract.md §1 "Errors"):
+ * The one mapping from thrown errors to API errors (docs/api.md "Errors"):
  * - `PlatformError` (src/errors.ts) keeps its gRPC code and message;
  * - `ConnectError` keeps its code and message;
  * - a database that cannot be reached (src/storage/availability.ts) is UNAVAILABLE "database unavailable",

@@ -1,5 +1,5 @@
 /**
- * The one role → permission table (contract.md §1 "Roles and permissions"). Every RPC asks
+ * The one role → permission table (docs/permissions.md is generated from it). Every RPC asks
  * `authorize(caller, permission, context)` (authorize.ts) for one of these permissions.
  *
  * Instance roles apply in the instance and every organization and project in it; organization roles only

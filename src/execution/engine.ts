@@ -1,5 +1,5 @@
 /**
- * The execution engine (interface.md §6, contract.md §4): finds the executions that apply to a request, a
+ * The execution engine (docs/actions.md): finds the executions that apply to a request, a
  * response, a function or an event, calls their targets and acts on the answers.
  *
  * - Request and response conditions: `callRequestTargets` / `callResponseTargets`, run by the interceptor

@@ -1,5 +1,5 @@
 /**
- * Function conditions (contract.md §4): `preuserinfo` (before the claims of userinfo, introspection and
+ * Function conditions: `preuserinfo` (before the claims of userinfo, introspection and
  * ID tokens that carry userinfo claims are returned) and `preaccesstoken` (before a JWT access token is
  * signed). The OIDC endpoints call `runFunction` with the user, the client and the claims so far; every
  * target of the function's execution (and its includes) is called in order with

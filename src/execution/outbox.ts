@@ -78,7 +78,7 @@ export function outboxHook(options: OutboxOptions): AppendHook {
   };
 }
 
-/** The body of an event delivery (contract.md §4). */
+/** The body of an event delivery (docs/actions.md). */
 export function eventBody(event: {
   event_type: string;
   aggregate_type: string;

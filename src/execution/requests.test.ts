@@ -74,7 +74,7 @@ describe("executions: request and response conditions", () => {
       ])
     ).length;
 
-  it("interface.md §6: creating a user over REST POSTs the request once, in snake_case, signed", async () => {
+  it("the actions walkthrough: creating a user over REST POSTs the request once, in snake_case, signed", async () => {
     const path = `/${name("webhook")}`;
     const { id, signingKey } = await actions.target("local-webhook", target.url(path));
     await actions.execution({ request: { method: CREATE_USER } }, [id]);

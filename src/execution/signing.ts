@@ -1,5 +1,5 @@
 /**
- * The signature of every call to a target (contract.md §4):
+ * The signature of every call to a target (docs/actions.md):
  *
  *   Platform-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(signing_key, "<t>.<raw body>")>
  *
@@ -11,7 +11,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 
 export const SIGNATURE_HEADER = "platform-signature";
-/** Signatures older than this should be rejected by targets (contract.md §4). */
+/** Signatures older than this should be rejected by targets. */
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
 
 /** The keys a call is signed with: the current one, and the previous one during its grace period. */

@@ -20,8 +20,8 @@ const NATIVE_CALLBACK = "http://127.0.0.1/callback";
 const PASSWORD = "Secret-Passw0rd!";
 
 /**
- * The authorization endpoint at the protocol level (interface.md §4.3, §7 "Authorization endpoint
- * errors") and the end-session endpoint, with apps made through the apps API and a cookie-keeping HTTP
+ * The authorization endpoint at the protocol level (parameters and errors as docs/oidc.md
+ * lists them) and the end-session endpoint, with apps made through the apps API and a cookie-keeping HTTP
  * client standing in for the browser (redirects read, not followed out of the platform); tokens are
  * redeemed and verified by openid-client.
  */
@@ -190,7 +190,7 @@ describe("authorization endpoint", () => {
     });
   });
 
-  describe("errors at the redirect URI (interface.md §7)", () => {
+  describe("errors at the redirect URI", () => {
     it("invalid_request: a missing response_type, a repeated parameter, invalid values", async () => {
       const state = "state-1";
       const cases: Array<[Record<string, string | undefined>, RegExp]> = [

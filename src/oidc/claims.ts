@@ -92,7 +92,7 @@ export async function loadMetadata(
   return Object.fromEntries(rows.map((r) => [r.key, r.value]));
 }
 
-/** Scopes whose claims the ID token leaves out when an access token is issued too (interface.md §4.3). */
+/** Scopes whose claims the ID token leaves out when an access token is issued too (OpenID Connect Core §5.4). */
 export const USERINFO_SCOPES = new Set<string>([Scope.profile, Scope.email, Scope.phone, Scope.address]);
 
 /**
@@ -143,7 +143,7 @@ export const ROLES_CLAIM = "urn:platform:iam:org:project:roles";
 export const projectRolesClaim = (projectId: string) => `urn:platform:iam:org:project:${projectId}:roles`;
 
 /**
- * The role claims (contract.md §5) from the user's grants: `urn:platform:iam:org:project:roles` for the
+ * The role claims from the user's grants: `urn:platform:iam:org:project:roles` for the
  * client's project (or, for a client without one, the first audience project) and
  * `urn:platform:iam:org:project:<id>:roles` for every project with roles, each `{role: {orgId: domain}}`,
  * limited to the keys of `role:<key>` scopes when there are any. Asked for by a roles scope, or always

@@ -21,7 +21,7 @@ export const ASSERTION_ALGS = [
   "EdDSA",
 ];
 
-/** Which methods each endpoint accepts (interface.md §4.3, contract.md §5). */
+/** Which methods each endpoint accepts (docs/oidc.md "Client authentication"). */
 export const endpointAuthMethods = {
   token: ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
   revocation: ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],

@@ -12,7 +12,7 @@ import type { SigningKeys } from "./keys.ts";
 import type { TokenStore } from "./token-store.ts";
 import type { UserGrantSource } from "./user-grants.ts";
 
-/** Token and code lifetimes in seconds (contract.md §5 defaults). */
+/** Token and code lifetimes in seconds (defaults: docs/oidc.md). */
 export interface Lifetimes {
   accessToken: number;
   idToken: number;

@@ -16,7 +16,7 @@ import {
 const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-/** interface.md §7: every row of "Token endpoint errors", and the introspection / userinfo error rules. */
+/** Every row of the token endpoint's error table (docs/oidc.md), and the introspection / userinfo error rules. */
 describe("OIDC errors", () => {
   let platform: TestPlatform;
   let svc: MachineClient;

@@ -15,7 +15,7 @@ import { createInstance, removeInstance } from "../domain/instance/commands.ts";
 
 const AUD_PLATFORM = "urn:platform:iam:org:project:id:platform:aud";
 
-/** interface.md §4.3 for every instance: its own issuer, keys and clients; tokens do not cross instances. */
+/** The OIDC provider of every instance: its own issuer, keys and clients; tokens do not cross instances. */
 describe("OIDC per instance", () => {
   let platform: TestPlatform;
   let first: string; // issuer of the first instance (localhost)

@@ -1,7 +1,7 @@
 import { type Config, externalOrigin } from "../config.ts";
 import { hostWithoutPort } from "../query/instances.ts";
 
-/** The endpoint paths of interface.md §4.3, relative to the issuer. */
+/** The OIDC endpoint paths, relative to the issuer. */
 export const OidcPath = {
   discovery: "/.well-known/openid-configuration",
   authorize: "/oauth/v2/authorize",

@@ -44,7 +44,7 @@ describe("OIDC provider through openid-client", () => {
   });
   after(() => platform?.stop());
 
-  it("discovery: openid-client accepts the document; its fields are the ones of interface.md §4.3", async () => {
+  it("discovery: openid-client accepts the document; its fields are the documented ones", async () => {
     const config = await discover(
       platform.url,
       bearer.clientId,
@@ -131,7 +131,7 @@ describe("OIDC provider through openid-client", () => {
       const config = await discover(platform.url, bearer.clientId, auth);
       const tokens = await client.clientCredentialsGrant(config, { scope: "openid profile" });
       assert.equal(tokens.token_type, "bearer");
-      assert.equal(tokens.expires_in, 12 * 3600, "contract.md §5: 12 h");
+      assert.equal(tokens.expires_in, 12 * 3600, "access tokens live 12 h");
       assert.equal(tokens.scope, "openid profile");
       assert.equal(tokens.refresh_token, undefined);
       assert.equal(tokens.id_token, undefined);

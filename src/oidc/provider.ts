@@ -54,7 +54,7 @@ export interface OidcProvider extends OidcContext {
   issueAuthorizationCode(request: AuthorizationCodeRequest): Promise<string>;
   /** Accepts this provider's access tokens at the management APIs (`Authenticator.addVerifier`). */
   apiVerifier: TokenVerifier;
-  /** Registers the endpoints of interface.md §4.3 that browsers do not open (JSON answers) on the app. */
+  /** Registers the OIDC endpoints that browsers do not open (JSON answers) on the app. */
   register(app: FastifyInstance): void;
   /** The login UI's hand-off: issues the code or implicit tokens of an authenticated auth request. */
   completer: AuthRequestCompleter;

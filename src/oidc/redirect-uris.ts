@@ -44,7 +44,7 @@ export function isRegisteredRedirectUri(client: OidcClient, uri: string): boolea
   return client.redirectUris.some((registered) => withoutLoopbackPort(registered) === requested);
 }
 
-/** Whether `uri` is one of the client's post-logout redirect URIs: exactly, as interface.md §4.3 asks. */
+/** Whether `uri` is one of the client's post-logout redirect URIs: exactly (character for character). */
 export function isRegisteredPostLogoutUri(client: OidcClient, uri: string): boolean {
   return client.postLogoutRedirectUris.includes(uri);
 }

@@ -12,7 +12,7 @@ export const Scope = {
 
 export const STANDARD_SCOPES: readonly string[] = Object.values(Scope);
 
-/** Reserved scopes (contract.md §5), prefix `urn:platform:iam:`. */
+/** Reserved scopes, prefix `urn:platform:iam:` (docs/oidc.md "Scopes"). */
 export const Reserved = {
   prefix: "urn:platform:iam:",
   /** `urn:platform:iam:org:project:id:<id>:aud`: the project joins the audience (`platform` = management). */

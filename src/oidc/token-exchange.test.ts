@@ -42,8 +42,8 @@ interface App {
 }
 
 /**
- * Token exchange (RFC 8693, contract.md §5a) driven by openid-client's generic grant request: every row of
- * interface.md's token type table, allowed and refused, the feature flag, audiences, impersonation and what
+ * Token exchange (RFC 8693) driven by openid-client's generic grant request: every row of
+ * the token type table (docs/token-exchange.md), allowed and refused, the feature flag, audiences, impersonation and what
  * an exchanged token is good for (introspection, userinfo, the management APIs), and how long.
  */
 describe("OIDC token exchange", () => {

@@ -1,5 +1,5 @@
 /**
- * Reusable resources (interface.md §1 "Reusable resources", §3; contract.md §6): a resource created in one
+ * Reusable resources (docs/identity-providers.md, docs/architecture.md): a resource created in one
  * context (the instance or an organization) that is also visible in the child contexts of that context
  * (the organizations of an instance). Each child context chooses the resource's state there with a state
  * policy: INHERIT (default, no row) follows the owning context, ACTIVATE / DEACTIVATE decide for the child

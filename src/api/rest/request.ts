@@ -1,5 +1,5 @@
 /**
- * Builds the request message of a REST call the way grpc-gateway does (contract.md §1 "HTTP mapping"):
+ * Builds the request message of a REST call the way grpc-gateway does (docs/api.md "REST"):
  * the JSON body is the value of the field named in `body` (`*`: the whole message; a repeated field: a JSON
  * array; an empty body: not set), path variables fill their fields, every other field may come from query
  * parameters with dotted names (`query.limit=10&ctx.org_id=1`, snake_case or lowerCamelCase), enums by name

@@ -1,5 +1,5 @@
 /**
- * Execution conditions and their IDs (contract.md §4): `<type>.<value>`.
+ * Execution conditions and their IDs (docs/actions.md): `<type>.<value>`.
  *
  * | condition                       | ID                                                             |
  * |---------------------------------|----------------------------------------------------------------|
@@ -17,7 +17,7 @@
  */
 import { ExecutionType } from "./events.ts";
 
-/** Functions usable as a condition (contract.md §4): they append claims to userinfo / the access token. */
+/** Functions usable as a condition: they append claims to userinfo / the access token. */
 export const executionFunctions = ["preuserinfo", "preaccesstoken"] as const;
 
 export type Condition =

@@ -1,5 +1,5 @@
 /**
- * Targets and executions (interface.md §2 "Target", "Execution"; contract.md §4). Both are instance-wide
+ * Targets and executions (docs/actions.md). Both are instance-wide
  * aggregates: `target` (ID: a new ID) and `execution` (ID: the execution ID derived from its condition,
  * see ./conditions.ts), so there is at most one execution per condition and putting it again replaces it.
  */
@@ -31,7 +31,7 @@ export type TargetType = (typeof TargetType)[keyof typeof TargetType];
 export const ExecutionChoice = { isAsync: 1, interruptOnError: 2 } as const;
 export type ExecutionChoice = (typeof ExecutionChoice)[keyof typeof ExecutionChoice];
 
-/** Longest timeout of a target call (interface.md leaves it open; this keeps calls below common proxy limits). */
+/** Longest timeout of a target call (this keeps calls below common proxy limits). */
 export const MAX_TARGET_TIMEOUT_NS = 270_000_000_000;
 
 /** Payload of `target.added`; `target.changed` carries a subset. The signing key is never in an event. */

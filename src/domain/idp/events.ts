@@ -1,5 +1,5 @@
 /**
- * Identity providers (interface.md §2 "Identity provider", contract.md §6): the `idp` aggregate (ID: a new
+ * Identity providers (docs/identity-providers.md): the `idp` aggregate (ID: a new
  * ID), a reusable resource owned by the instance or by an organization. Its events carry the configuration
  * without the client secret (kept sealed in `idp_client_secrets`, written by the commands) and the state
  * policies child contexts (organizations viewing an instance's provider) set for it.
@@ -36,7 +36,7 @@ export interface IdpOptions {
   auto_linking: AutoLinking;
 }
 
-/** The configuration of every type, without the client secret (members per type as contract.md §6). */
+/** The configuration of every type, without the client secret (members per type: docs/identity-providers.md). */
 export interface IdpConfig {
   client_id: string;
   scopes: string[];

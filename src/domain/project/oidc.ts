@@ -10,7 +10,7 @@ import {
   OidcResponseType,
 } from "./events.ts";
 
-/** Largest tolerated clock skew of an OIDC app (contract.md §3). */
+/** Largest tolerated clock skew of an OIDC app: 5 s (docs/projects.md). */
 export const MAX_CLOCK_SKEW_NS = 5_000_000_000;
 
 /** Schemes that never make a redirect target (script or local content). */

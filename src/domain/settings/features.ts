@@ -1,4 +1,4 @@
-/** Feature flags (contract.md §1) and their defaults for a new instance. */
+/** Feature flags (docs/api.md) and their defaults for a new instance. */
 export const featureDefaults = {
   /** Gates the actions and identity provider resource APIs. */
   multitenancy_resources_api: true,

@@ -1,6 +1,6 @@
 /**
- * The authorization endpoint's request validation (interface.md §4.3 "Authorization request parameters",
- * §7 "Authorization endpoint errors"). The order matters: until the client and its redirect URI are known
+ * The authorization endpoint's request validation (docs/oidc.md "Authorization endpoint":
+ * parameters and errors). The order matters: until the client and its redirect URI are known
  * to be good, an error can only be shown at the server (`page`); afterwards every error goes to the
  * redirect URI (`redirect`) with `error`, `error_description`, `state` and `iss`.
  *
@@ -82,7 +82,7 @@ const SUPPORTED_RESPONSE_TYPES: Record<string, ResponseType> = {
 
 /**
  * The response mode: `response_mode` when it is a known value, else the response type's default (query for
- * `code`, fragment when the response carries tokens). Invalid values are ignored (interface.md §4.3), and
+ * `code`, fragment when the response carries tokens). Invalid values are ignored, and
  * so is `query` for a response with tokens: tokens never go into a query string (OAuth 2.0 Multiple
  * Response Type Encoding Practices §3.0).
  */

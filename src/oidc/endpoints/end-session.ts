@@ -1,6 +1,6 @@
 /**
- * The end-session endpoint's request (interface.md §4.3 "End-session endpoint", OpenID Connect
- * RP-Initiated Logout 1.0): optional `id_token_hint`, `client_id`, `post_logout_redirect_uri`, `state`.
+ * The end-session endpoint's request (OpenID Connect RP-Initiated
+ * Logout 1.0): optional `id_token_hint`, `client_id`, `post_logout_redirect_uri`, `state`.
  * The client is the hint's `azp` or `client_id`; when both are given they must be equal. The
  * post-logout redirect URI must be one the client registered, exactly; without a client it is ignored
  * (the browser sees the signed-out page). A bad request ends nothing: its error is shown at the server.
@@ -72,7 +72,7 @@ export async function endSessionRequest(
     return page(`state is too long: at most ${MAX_STATE} characters`);
   }
   let redirectTo: string | undefined;
-  // Without a client, post_logout_redirect_uri is ignored (interface.md §4.3).
+  // Without a client, post_logout_redirect_uri is ignored: no client, no registered URIs to match it against.
   if (postLogout !== undefined && client) {
     if (!isRegisteredPostLogoutUri(client, postLogout)) {
       return page("post_logout_redirect_uri is not one of the application's registered post-logout URIs");

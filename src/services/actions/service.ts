@@ -13,7 +13,7 @@ import { targetRpcs } from "./targets.ts";
 export type ActionsPermission = Extract<Permission, `action.${string}` | "execution.read">;
 
 /**
- * PlatformActions (interface.md §4.1 "Actions"): targets, executions and the lists of available
+ * PlatformActions: targets, executions and the lists of available
  * conditions. Instance-wide (no `ctx`: the instance of the Host header), behind the feature flags
  * `multitenancy_resources_api` and `actions`.
  *

@@ -137,7 +137,7 @@ describe("actions: targets", () => {
     for (const [what, body] of [
       ["name with . _ -", valid("a.b_c-D9")],
       ["name of 200", valid(`a${"b".repeat(199)}`)],
-      ["name of 1000 (interface.md §8: target strings 1 to 1000)", valid(`a${"b".repeat(999)}`)],
+      ["name of 1000 (target strings: 1 to 1000)", valid(`a${"b".repeat(999)}`)],
       ["url of 1000", valid("long-url", { rest_webhook: { url: `https://e.com/${"a".repeat(986)}` } })],
       ["http url", valid("plain", { rest_webhook: { url: "http://localhost:8090/webhook" } })],
       [

@@ -50,7 +50,7 @@ async function startVerifier(signingKey: string, port: number) {
 
 const CREATE_USER = "/platform.resources.user.v3alpha.PlatformUsers/CreateUser";
 
-/** The walkthrough of docs/actions.md (interface.md §6 "Walkthrough of a local target"), call by call. */
+/** The walkthrough of docs/actions.md, call by call. */
 describe("actions: the walkthrough of docs/actions.md", () => {
   let platform: TestPlatform;
   let rest: ReturnType<typeof restClient>;
@@ -187,7 +187,7 @@ describe("actions: the walkthrough of docs/actions.md", () => {
     assert.equal(none.json.details.total_result, "0");
   }
 
-  it("accepts the lowerCamelCase names of interface.md's walkthrough", async () => {
+  it("accepts the lowerCamelCase names of the walkthrough", async () => {
     const target = await rest("POST", "/resources/v3alpha/targets", {
       json: {
         name: "camel-webhook",

@@ -272,7 +272,7 @@ describe("domains API", () => {
     ]);
     assert.equal((await rest("GET", `${DOMAINS}/${a.id}`, { token: ownerA })).status, 200);
     const before = await eventCount(platform);
-    // A domain of an organization the caller may not read is unknown to it (contract.md §1).
+    // A domain of an organization the caller may not read is unknown to it.
     const hidden = await rest("GET", `${DOMAINS}/${b.id}`, { token: ownerA });
     assert.equal(hidden.status, 404);
     assert.deepEqual(hidden.json, { code: 5, message: "domain not found", details: [] });

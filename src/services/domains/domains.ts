@@ -102,7 +102,7 @@ export function domainsService(deps: ServiceDeps) {
 
   /**
    * The domain addressed by ID in the Host's instance, after checking `permission` in its org: 404 when
-   * it is unknown or the caller may not even read it (domain.read; contract.md §1), 403 when it may read
+   * it is unknown or the caller may not even read it (domain.read), 403 when it may read
    * it but lacks `permission`.
    */
   async function addressed(ctx: Parameters<typeof authorize>[1], id: string, permission: Permission) {

@@ -528,7 +528,7 @@ function applyFilters(where: Where, filters: IDPSearchFilter[], effectiveState: 
   }
 }
 
-/** PlatformIdentityProviders (interface.md §4.1 "Identity providers", contract.md §6). */
+/** PlatformIdentityProviders (docs/identity-providers.md). */
 export function idpsService(deps: ServiceDeps): ApiService {
   const codehostB = typedRpcs(deps, specs.codehostB);
   const selfHosted = typedRpcs(deps, specs.codehostBSelfHosted);

@@ -312,7 +312,7 @@ describe("memberships", () => {
     );
 
     // A membership in org B is unknown to A's owner (no membership.read there): 404 for every operation
-    // (contract.md §1), nothing stored.
+    // (IDs cannot be probed), nothing stored.
     const targetInB = await rest("POST", `${MEMBERSHIPS}?ctx.org_id=${orgB}`, {
       json: { user_id: target.userId, roles: ["ORG_OWNER_VIEWER"] },
     });

@@ -164,7 +164,7 @@ export function membershipsService(deps: ServiceDeps) {
 
   /**
    * The membership `id` of the Host's instance with `permission` in its context: 404 when it is unknown
-   * or the caller may not even read it (membership.read; contract.md §1), 403 when it may read it but
+   * or the caller may not even read it (membership.read), 403 when it may read it but
    * lacks `permission`.
    */
   async function membershipCall(ctx: HandlerContext, id: string, permission: Permission) {

@@ -270,7 +270,7 @@ describe("organizations API", () => {
     );
     assert.equal(seen.json.details.total_result, "1");
     assert.equal((await rest("GET", `${ORGS}/${orgA}`, { token: ownerA })).status, 200);
-    // An organization the caller may not read is unknown to it, like an unknown ID (contract.md §1).
+    // An organization the caller may not read is unknown to it, like an unknown ID.
     const hidden = await rest("GET", `${ORGS}/${orgB}`, { token: ownerA });
     assert.equal(hidden.status, 404);
     assert.deepEqual(hidden.json, { code: 5, message: "organization not found", details: [] });

@@ -110,7 +110,7 @@ async function readableOrgs(deps: ServiceDeps, caller: Caller, instanceId: strin
 export function organizationsService(deps: ServiceDeps) {
   /**
    * The organization `id` of the Host's instance as the call's context, with `permission` in it. 404 when
-   * it is unknown or the caller may not even read it (org.read; contract.md §1), 403 when it may read it
+   * it is unknown or the caller may not even read it (org.read), 403 when it may read it
    * but lacks `permission`.
    */
   async function orgCall(ctx: HandlerContext, id: string, permission: Permission) {

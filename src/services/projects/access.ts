@@ -54,7 +54,7 @@ export interface ProjectCall {
 
 /**
  * The project `projectId` of the Host's instance as the call's context: 404 `project not found` when it
- * is unknown or the caller may not even `read` in it (contract.md §1: unknown and unreadable look alike),
+ * is unknown or the caller may not even `read` in it (unknown and unreadable look alike, so IDs cannot be probed),
  * 403 when it may read but lacks `permission`. Instance roles, organization roles of the project's
  * organization and the caller's memberships in the project count.
  */

@@ -348,7 +348,7 @@ describe("sessions", () => {
     const id = created.json.details.id;
     assert.equal((await rest("GET", `${BASE}/${id}`, { token: orgManager })).status, 200);
     // The other org's manager can neither read, patch nor delete it, nor find it: to it the session
-    // does not exist (404, as an unknown ID; contract.md §1).
+    // does not exist (404, as an unknown ID).
     const foreign = await rest("GET", `${BASE}/${id}`, { token: otherManager.token });
     assert.equal(foreign.status, 404, foreign.text);
     assert.deepEqual(foreign.json, { code: 5, message: "session not found", details: [] });

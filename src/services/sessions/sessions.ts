@@ -167,7 +167,7 @@ export function sessionsService(deps: ServiceDeps) {
     return deps.authorizer.can(caller, "session.read", orgContext(instanceId, row.org_id));
   }
 
-  /** The session `id` the caller may read: 404 when unknown or not readable (contract.md §1). */
+  /** The session `id` the caller may read: 404 when unknown or not readable. */
   async function readableSession(caller: Caller, instanceId: string, id: string): Promise<SessionRow> {
     const rows = await deps.db.query<SessionRow>(
       `SELECT ${SELECT} FROM ${FROM} WHERE s.instance_id = $1 AND s.id = $2`,

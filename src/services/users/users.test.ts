@@ -623,7 +623,7 @@ describe("users", () => {
     assert.equal((await rest("GET", `${USERS}/${inA}`, { token: ownerA })).status, 200);
 
     // A user of an organization the caller may not read is unknown to it (404, like an unknown ID;
-    // contract.md §1), whatever the operation; nothing is stored.
+    // IDs cannot be probed), whatever the operation; nothing is stored.
     const before = await eventCount(platform);
     for (const [method, path, json] of [
       ["GET", "", undefined],

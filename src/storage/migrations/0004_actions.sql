@@ -1,4 +1,4 @@
--- Actions (interface.md §2 "Target", "Execution"): read models of the `target` and `execution`
+-- Actions (docs/actions.md): read models of the `target` and `execution`
 -- aggregates, maintained inline by src/query/projections/actions.ts, and the targets' signing keys.
 
 CREATE TABLE action_targets (
@@ -28,7 +28,7 @@ CREATE TABLE action_target_signing_keys (
   PRIMARY KEY (instance_id, target_id)
 );
 
--- One row per condition; `id` is the execution ID of contract.md §4 (`request./pkg.Service/Method`,
+-- One row per condition; `id` is the execution ID (docs/actions.md: `request./pkg.Service/Method`,
 -- `request.pkg.Service`, `request`, `event.user.human.*`, `function.preuserinfo`, ...). The caller of
 -- targets finds the most specific execution of a condition with one primary-key lookup over the
 -- candidate IDs (src/query/actions.ts `findExecutionTargets`).

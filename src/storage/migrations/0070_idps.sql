@@ -1,4 +1,4 @@
--- Identity providers (interface.md §2 "Identity provider", contract.md §6): read model of the `idp`
+-- Identity providers (docs/identity-providers.md): read model of the `idp`
 -- aggregate, maintained inline by src/query/projections/idps.ts; the state policies of reusable resources
 -- in child contexts (src/query/reusable.ts); the providers' client secrets, sealed with the master key.
 

@@ -2,7 +2,7 @@
 // @generated from file platform/resources/idp/v3alpha/idp.proto (package platform.resources.idp.v3alpha, syntax proto3)
 /* eslint-disable */
 
-// Identity providers (interface.md §2 "Identity provider", contract.md §6): reusable resources created at
+// Identity providers: reusable resources created at
 // the instance or at an organization. An instance's provider is visible in every organization of the
 // instance; each organization decides through its state policy whether it is active there.
 

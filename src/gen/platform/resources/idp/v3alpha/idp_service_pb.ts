@@ -2,7 +2,7 @@
 // @generated from file platform/resources/idp/v3alpha/idp_service.proto (package platform.resources.idp.v3alpha, syntax proto3)
 /* eslint-disable */
 
-// Identity providers API: `{base_url}/resources/v3alpha/idps` (interface.md §4.1, contract.md §6). Behind
+// Identity providers API: `{base_url}/resources/v3alpha/idps`. Behind
 // the feature flag `multitenancy_resources_api` (400 FAILED_PRECONDITION naming it while off). Providers are
 // reusable resources: created at the instance or an organization, visible in every organization of the
 // instance, each organization choosing through its state policy whether an instance's provider is active
