@@ -7,6 +7,7 @@ import { SETTINGS } from "../domain/settings/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { ExecutionEngine } from "../execution/engine.ts";
 import type { AuthRequestCompleter, Login } from "../login/index.ts";
+import type { Metrics } from "../metrics/metrics.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
@@ -42,6 +43,8 @@ export interface OidcProviderDeps {
   authorizer?: Authorizer;
   /** Runs the function conditions `preuserinfo` and `preaccesstoken` (src/execution). */
   executions?: ExecutionEngine;
+  /** Counts the tokens issued by grant (src/metrics). */
+  metrics?: Metrics;
 }
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
@@ -81,6 +84,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     eventStore: deps.eventStore,
     authorizer: deps.authorizer ?? new Authorizer(deps.db, deps.eventStore),
     executions: deps.executions,
+    metrics: deps.metrics,
   };
 
   const discoveryCache = new Map<string, { body: Buffer; until: number }>();

@@ -17,7 +17,21 @@ export interface Database extends Queryable {
   readonly notices?: readonly string[];
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** The connections right now, for the metrics (read at scrape time; must be cheap). */
+  poolStats?(): PoolStats;
   close(): Promise<void>;
+}
+
+/** Connections of a database: the PostgreSQL pool, or the embedded database's one connection. */
+export interface PoolStats {
+  /** Most connections the pool opens. */
+  max: number;
+  /** Connections running a query or transaction. */
+  inUse: number;
+  /** Connections open and free. */
+  idle: number;
+  /** Queries and transactions waiting for a connection. */
+  waiting: number;
 }
 
 /** PostgreSQL SQLSTATE of an error from either driver, if it has one. */

@@ -5,7 +5,7 @@ import path from "node:path";
 import v8 from "node:v8";
 import { PGlite } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
-import type { Database, Queryable, Row } from "./database.ts";
+import type { Database, PoolStats, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
 
 export { DataDirLockedError };
@@ -71,24 +71,42 @@ export class PgliteDatabase implements Database {
   }
 
   async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
-    const result = await this.pg.query<T>(sql, params as unknown[]);
-    return result.rows;
+    return this.counted(async () => (await this.pg.query<T>(sql, params as unknown[])).rows);
   }
 
   async exec(sql: string): Promise<void> {
-    await this.pg.exec(sql);
+    await this.counted(() => this.pg.exec(sql));
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-    return this.pg.transaction(async (tx) =>
-      fn({
-        query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
-          (await tx.query<R>(sql, params as unknown[])).rows,
-        exec: async (sql: string) => {
-          await tx.exec(sql);
-        },
-      }),
+    return this.counted(() =>
+      this.pg.transaction(async (tx) =>
+        fn({
+          query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
+            (await tx.query<R>(sql, params as unknown[])).rows,
+          exec: async (sql: string) => {
+            await tx.exec(sql);
+          },
+        }),
+      ),
     );
+  }
+
+  /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
+  private pending = 0;
+
+  private async counted<T>(run: () => Promise<T>): Promise<T> {
+    this.pending++;
+    try {
+      return await run();
+    } finally {
+      this.pending--;
+    }
+  }
+
+  poolStats(): PoolStats {
+    const inUse = this.pending > 0 ? 1 : 0;
+    return { max: 1, inUse, idle: 1 - inUse, waiting: Math.max(0, this.pending - 1) };
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import pg from "pg";
-import type { Database, Queryable, Row } from "./database.ts";
+import type { Database, PoolStats, Queryable, Row } from "./database.ts";
 
 // int8 and numeric as JS numbers, like PGlite: positions and counts stay far below 2^53.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -9,9 +9,11 @@ pg.types.setTypeParser(1700, (value) => Number(value));
 export class PostgresDatabase implements Database {
   readonly kind = "postgres" as const;
   readonly pool: pg.Pool;
+  private readonly max: number;
 
   constructor(url: string, options: { max?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString: url, max: options.max ?? 20, connectionTimeoutMillis: 5000 });
+    this.max = options.max ?? 20;
+    this.pool = new pg.Pool({ connectionString: url, max: this.max, connectionTimeoutMillis: 5000 });
     // An idle client's error (server restart) must not crash the process; the next query reconnects.
     this.pool.on("error", () => {});
   }
@@ -45,6 +47,11 @@ export class PostgresDatabase implements Database {
     } finally {
       client.release();
     }
+  }
+
+  poolStats(): PoolStats {
+    const { totalCount, idleCount, waitingCount } = this.pool;
+    return { max: this.max, inUse: totalCount - idleCount, idle: idleCount, waiting: waitingCount };
   }
 
   async close(): Promise<void> {
