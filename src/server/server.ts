@@ -36,8 +36,8 @@ export interface ServerDeps {
 
 /**
  * Paths served whatever the Host header says (probes of orchestrators and scrapers use IPs or pod names)
- * and whether or not the instance is blocked. gRPC server reflection (src/api/reflection.ts) describes the same public
- * schema for every instance, so `grpcurl -plaintext 127.0.0.1:8080 list` works too.
+ * and whether or not the instance is blocked. gRPC server reflection (src/api/reflection.ts) describes the
+ * same public schema for every instance, so `grpcurl -plaintext 127.0.0.1:8080 list` works too.
  */
 const HOSTLESS_PATHS = new Set([
   "/healthz",

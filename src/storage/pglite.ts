@@ -38,6 +38,8 @@ const pgliteStartParams = [
  */
 export class PgliteDatabase implements Database {
   readonly kind = "pglite" as const;
+  /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
+  private pending = 0;
 
   private constructor(
     private readonly pg: PGlite,
@@ -91,9 +93,6 @@ export class PgliteDatabase implements Database {
       ),
     );
   }
-
-  /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
-  private pending = 0;
 
   private async counted<T>(run: () => Promise<T>): Promise<T> {
     this.pending++;
