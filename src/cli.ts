@@ -160,6 +160,11 @@ async function start(config: Config): Promise<number> {
   }
   lines.push(`  API reference: ${origin}/docs`);
   lines.push(`  sign in: ${origin}/ (your account page)`);
+  const bearer = config.metrics.token === undefined ? "" : " (bearer token)";
+  // the metrics listener speaks plain HTTP, even when the main port has TLS
+  if (platform.metricsPort !== undefined)
+    lines.push(`  metrics: http://${config.externalDomain}:${platform.metricsPort}/metrics${bearer}`);
+  else if (bearer) lines.push(`  metrics: ${origin}/metrics${bearer}`);
   process.stdout.write(`${lines.join("\n")}\n`);
 
   await new Promise<void>((resolve) => {

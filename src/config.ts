@@ -65,6 +65,20 @@ export interface Config {
   execution: ExecutionConfig;
   /** The outbound-address policy of every outbound connection (src/net/outbound.ts). */
   outbound: OutboundConfig;
+  /** Where `GET /metrics` is served (src/metrics; docs/operations.md "Metrics"). */
+  metrics: MetricsConfig;
+}
+
+/**
+ * Metrics reveal every tenant's traffic, so they are served only where the operator asked: on a port of
+ * their own (`port`, meant for the internal network), behind a bearer token (`token`), or both. Neither
+ * set: not served at all.
+ */
+export interface MetricsConfig {
+  /** A separate listener serving only `/metrics` (PLATFORM_METRICS_PORT); undefined: none. */
+  port?: number;
+  /** The bearer token `/metrics` requires (PLATFORM_METRICS_TOKEN); undefined: none. */
+  token?: string;
 }
 
 export interface OutboundConfig {
@@ -250,6 +264,16 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_EXECUTION_SIGNING_KEY_GRACE_SECONDS",
     default: "86400",
     description: "how long a target's previous signing key is still sent after a rotation",
+  },
+  {
+    name: "PLATFORM_METRICS_PORT",
+    description:
+      "serve GET /metrics (Prometheus) on this port of its own, all interfaces; unset: not on a port of its own (see docs/operations.md)",
+  },
+  {
+    name: "PLATFORM_METRICS_TOKEN",
+    description:
+      "bearer token GET /metrics requires (at least 16 characters); set without PLATFORM_METRICS_PORT: /metrics is served on PLATFORM_PORT",
   },
 ];
 
@@ -456,6 +480,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       `${passwordLockoutMaxSeconds} is shorter than PLATFORM_PASSWORD_LOCKOUT_SECONDS (${passwordLockoutSeconds})`,
     );
   }
+  const metrics = parseMetrics(port, str("PLATFORM_METRICS_PORT"), str("PLATFORM_METRICS_TOKEN"));
 
   return {
     port,
@@ -526,7 +551,28 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     connections,
     execution,
     outbound: { allowPrivate, denyList },
+    metrics,
   };
+}
+
+/** Shortest PLATFORM_METRICS_TOKEN accepted: a guessable token would publish every tenant's traffic. */
+const MIN_METRICS_TOKEN_LENGTH = 16;
+
+function parseMetrics(port: number, portRaw: string | undefined, token: string | undefined): MetricsConfig {
+  const metricsPort = portRaw === undefined ? undefined : parsePort("PLATFORM_METRICS_PORT", portRaw);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError(
+      "PLATFORM_METRICS_PORT",
+      `${metricsPort} is PLATFORM_PORT; leave it unset and set PLATFORM_METRICS_TOKEN to serve /metrics there`,
+    );
+  }
+  if (token !== undefined && token.length < MIN_METRICS_TOKEN_LENGTH) {
+    throw new ConfigError(
+      "PLATFORM_METRICS_TOKEN",
+      `must be at least ${MIN_METRICS_TOKEN_LENGTH} characters (e.g. \`openssl rand -hex 32\`)`,
+    );
+  }
+  return { port: metricsPort, token };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
+import type { DestinationStream } from "pino";
 import { idempotencyInterceptor } from "./api/idempotency.ts";
 import { registerDocs } from "./api/openapi/plugin.ts";
 import { registerReflection } from "./api/reflection.ts";
@@ -12,6 +13,8 @@ import { INSTANCE } from "./domain/instance/events.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
 import { createExecutions, type Executions } from "./execution/index.ts";
 import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
+import { listenForMetrics, type MetricsListener, metricsOnMainPort } from "./metrics/endpoint.ts";
+import { Metrics } from "./metrics/metrics.ts";
 import { OutboundPolicy, type Resolve } from "./net/outbound.ts";
 import { SigningKeys } from "./oidc/keys.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
@@ -42,6 +45,10 @@ export interface Platform {
   login: Login;
   /** The execution engine: calls action targets (src/execution). */
   executions: Executions;
+  /** The Prometheus metrics (src/metrics), served where `config.metrics` says. */
+  metrics: Metrics;
+  /** The port of PLATFORM_METRICS_PORT's listener, once `listen` started it. */
+  metricsPort?: number;
   bootstrapResult?: BootstrapResult;
   /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
   close(): Promise<void>;
@@ -55,6 +62,8 @@ export async function createPlatform(
     authRequestCompleter?: AuthRequestCompleter;
     /** Resolves the host names of outbound connections in place of the system resolver (tests). */
     resolve?: Resolve;
+    /** Where log lines go instead of stdout (tests read them). */
+    logDestination?: DestinationStream;
   } = {},
 ): Promise<Platform> {
   if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
@@ -64,7 +73,12 @@ export async function createPlatform(
     // Embedded: generated into the data directory on first start, now that this process holds its lock.
     const masterKey = resolveMasterKey(config);
     await migrate(db);
+    const served = config.metrics.port !== undefined || metricsOnMainPort(config.metrics);
+    const metrics = new Metrics({ processMetrics: served });
+    metrics.watchDatabase(db);
+    metrics.watchOutbox(db);
     const eventStore = new EventStore(db, projections);
+    metrics.watchEventStore(eventStore);
     const instances = new InstanceDirectory(db);
     eventStore.onCommitted((events) => {
       for (const event of events)
@@ -84,7 +98,7 @@ export async function createPlatform(
       outbound,
       signingKeys: new SigningKeys(db, masterKey, eventStore),
     };
-    const app = buildServer({ config, db, instances });
+    const app = buildServer({ config, db, instances, metrics, logDestination: options.logDestination });
     const executions = createExecutions({
       config,
       db,
@@ -92,6 +106,7 @@ export async function createPlatform(
       features: deps.features,
       outbound,
       log: app.log.child({ component: "executions" }),
+      metrics,
     });
     const oidc = createOidcProvider({
       config,
@@ -103,6 +118,7 @@ export async function createPlatform(
       authorizer: deps.authorizer,
       executions: executions.engine,
       keys: deps.signingKeys,
+      metrics,
     });
     await oidc.keys.checkMasterKey();
     deps.authenticator.addVerifier(oidc.apiVerifier);
@@ -138,6 +154,7 @@ export async function createPlatform(
     const close = () => {
       closing ??= (async () => {
         try {
+          await platform.metricsListener?.close();
           await app.close();
         } finally {
           await db.close();
@@ -145,7 +162,21 @@ export async function createPlatform(
       })();
       return closing;
     };
-    return { config, db, eventStore, instances, deps, app, oidc, login, executions, bootstrapResult, close };
+    const platform: Platform & { metricsListener?: MetricsListener } = {
+      config,
+      db,
+      eventStore,
+      instances,
+      deps,
+      app,
+      oidc,
+      login,
+      executions,
+      metrics,
+      bootstrapResult,
+      close,
+    };
+    return platform;
   } catch (error) {
     await lease?.release().catch(() => {});
     await db.close().catch(() => {});
@@ -175,5 +206,15 @@ export async function listen(platform: Platform): Promise<number> {
     throw error;
   }
   const address = platform.app.server.address();
+  const { metrics } = platform.config;
+  if (metrics.port !== undefined) {
+    const listener = await listenForMetrics(
+      platform.metrics,
+      { ...metrics, port: metrics.port },
+      platform.app.log.child({ component: "metrics" }),
+    );
+    (platform as Platform & { metricsListener?: MetricsListener }).metricsListener = listener;
+    platform.metricsPort = listener.port;
+  }
   return typeof address === "object" && address ? address.port : platform.config.port;
 }

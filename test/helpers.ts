@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import type { DestinationStream } from "pino";
 import { type Config, loadConfig } from "../src/config.ts";
 import type { Resolve } from "../src/net/outbound.ts";
 import { createPlatform, listen, type Platform } from "../src/platform.ts";
@@ -72,6 +73,8 @@ export async function startPlatform(
     backend?: TestBackend;
     /** Resolves the host names of outbound connections (src/net/outbound.ts) in place of the system's. */
     resolve?: Resolve;
+    /** Where the server's log lines go (instead of stdout; set PLATFORM_LOG_LEVEL in `env` too). */
+    logDestination?: DestinationStream;
   } = {},
 ): Promise<TestPlatform> {
   const backend = options.backend ?? (await freshBackend());
@@ -83,7 +86,10 @@ export async function startPlatform(
     ...backend.env,
     ...options.env,
   });
-  const platform = await createPlatform(config, { resolve: options.resolve });
+  const platform = await createPlatform(config, {
+    resolve: options.resolve,
+    logDestination: options.logDestination,
+  });
   let url = "";
   if (options.listen) url = `http://localhost:${await listen(platform)}`;
   const stop = async () => {

@@ -7,20 +7,29 @@
  */
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
+import { Code } from "../errors.ts";
 import { loggerKey } from "./context.ts";
+import { type RequestScope, scopeKey } from "./scope.ts";
 import { toConnectError } from "./status.ts";
 import { rejectNul, validate } from "./validate.ts";
 
-/** Maps whatever the rest of the chain throws to a ConnectError (see status.ts), logging unexpected errors. */
+/**
+ * Maps whatever the rest of the chain throws to a ConnectError (see status.ts), logging unexpected errors,
+ * and notes the call's status code in the request scope (the request log and metrics).
+ */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
   const what = `rpc ${req.method.parent.typeName}/${req.method.name} failed`;
+  const scope = req.contextValues.get(scopeKey);
   try {
     const res = await next(req);
+    if (scope) scope.rpcCode = Code.OK;
     if (!res.stream) return res;
     const log = req.contextValues.get(loggerKey);
-    return { ...res, message: mapStreamErrors(res.message, log, what) };
+    return { ...res, message: mapStreamErrors(res.message, log, what, scope) };
   } catch (e) {
-    throw toConnectError(e, req.contextValues.get(loggerKey), what);
+    const error = toConnectError(e, req.contextValues.get(loggerKey), what);
+    if (scope) scope.rpcCode = error.code;
+    throw error;
   }
 };
 
@@ -28,11 +37,14 @@ async function* mapStreamErrors<T>(
   it: AsyncIterable<T>,
   log: Parameters<typeof toConnectError>[1],
   what: string,
+  scope: RequestScope | undefined,
 ): AsyncIterable<T> {
   try {
     yield* it;
   } catch (e) {
-    throw toConnectError(e, log, what);
+    const error = toConnectError(e, log, what);
+    if (scope) scope.rpcCode = error.code;
+    throw error;
   }
 }
 

@@ -26,6 +26,7 @@ import { answerOversizedConnectRequestsWith413 } from "./body-limit.ts";
 import { cannedResponseKey, createCallContextValues } from "./context.ts";
 import { apiInterceptors } from "./interceptors.ts";
 import { type RestRoute, registerRest } from "./rest/transcoder.ts";
+import type { RpcRouteConfig } from "./scope.ts";
 
 export { httpStatusKey, loggerKey, setHttpStatus } from "./context.ts";
 export { scopeKey } from "./scope.ts";
@@ -88,7 +89,7 @@ export function registerApi(
   const contextValues = (req: FastifyRequest) => createCallContextValues(req, options.contextValues);
   const readMaxBytes = options.readMaxBytes ?? CONNECT_DEFAULT_READ_MAX_BYTES;
 
-  app.register(fastifyConnectPlugin, {
+  const connectOptions: Parameters<typeof fastifyConnectPlugin>[1] = {
     routes(router) {
       for (const s of services) router.service(s.service, s.impl);
       answerOversizedConnectRequestsWith413(router.handlers, readMaxBytes);
@@ -101,6 +102,18 @@ export function registerApi(
     // proto3 JSON (docs/api.md): unknown fields are errors, output uses the proto (snake_case) names
     jsonOptions: { ignoreUnknownFields: false, useProtoFieldName: true, alwaysEmitImplicit: true, registry },
     readMaxBytes,
+  };
+  // The connect routes are named by their RPC (the request log, metrics): their path is `/<RPC>`.
+  const rpcPaths = new Set(
+    services.flatMap((s) => s.service.methods.map((m) => `/${s.service.typeName}/${m.name}`)),
+  );
+  app.register(async (scope) => {
+    scope.addHook("onRoute", (route) => {
+      if (!rpcPaths.has(route.url)) return;
+      const config: RpcRouteConfig = { rpc: route.url.slice(1) };
+      route.config = { ...(route.config as object), ...config };
+    });
+    await scope.register(fastifyConnectPlugin, connectOptions);
   });
 
   const restRoutes =

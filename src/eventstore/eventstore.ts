@@ -53,6 +53,18 @@ export function toStoredEvent(row: EventRow): StoredEvent {
 }
 
 export type CommittedListener = (events: StoredEvent[]) => void;
+
+/** How one `push` went, for the metrics: told after it committed, changed nothing, or failed. */
+export interface PushOutcome {
+  result: "appended" | "unchanged" | "failed";
+  /** From the call to its end, retries and their back-off included. */
+  seconds: number;
+  /** The events committed (empty unless appended). */
+  events: StoredEvent[];
+  /** Times the command ran again after losing an optimistic-concurrency race (or a deadlock). */
+  retries: number;
+}
+export type PushListener = (outcome: PushOutcome) => void;
 /** Runs in the transaction of an append (before or after the projections); throwing fails the push. */
 export type AppendHook = (tx: Queryable, events: StoredEvent[]) => Promise<void>;
 
@@ -68,6 +80,7 @@ const RETRYABLE_STATES = new Set(["40P01", "40001"]);
 export class EventStore {
   private readonly handlers = new Map<string, Array<Projection["handlers"][string]>>();
   private readonly listeners: CommittedListener[] = [];
+  private readonly pushListeners: PushListener[] = [];
   private readonly appendHooks: AppendHook[] = [];
   private readonly appendingHooks: AppendHook[] = [];
 
@@ -87,6 +100,11 @@ export class EventStore {
   /** Called after every commit (cache invalidation, execution queue). Must not throw. */
   onCommitted(listener: CommittedListener): void {
     this.listeners.push(listener);
+  }
+
+  /** Called at the end of every push, whatever its result (metrics). Must not throw. */
+  onPushed(listener: PushListener): void {
+    this.pushListeners.push(listener);
   }
 
   /**
@@ -113,6 +131,28 @@ export class EventStore {
    * and the command runs again on fresh state; after MAX_ATTEMPTS it fails with ABORTED.
    */
   async push(ctx: PushContext, command: (tx: CommandTx) => Promise<NewEvent[]>): Promise<StoredEvent[]> {
+    if (this.pushListeners.length === 0) return this.pushWithRetries(ctx, command);
+    const started = performance.now();
+    let retries = 0;
+    const tell = (result: PushOutcome["result"], events: StoredEvent[]) => {
+      const outcome = { result, seconds: (performance.now() - started) / 1000, events, retries };
+      for (const listener of this.pushListeners) listener(outcome);
+    };
+    try {
+      const stored = await this.pushWithRetries(ctx, command, () => retries++);
+      tell(stored.length > 0 ? "appended" : "unchanged", stored);
+      return stored;
+    } catch (error) {
+      tell("failed", []);
+      throw error;
+    }
+  }
+
+  private async pushWithRetries(
+    ctx: PushContext,
+    command: (tx: CommandTx) => Promise<NewEvent[]>,
+    onRetry?: () => void,
+  ): Promise<StoredEvent[]> {
     const claim = currentPushClaim();
     for (let attempt = 1; ; attempt++) {
       let claimed = false;
@@ -152,6 +192,7 @@ export class EventStore {
         if (attempt >= MAX_ATTEMPTS) {
           throw new AbortedError("the resource was changed concurrently too often; try again");
         }
+        onRetry?.();
         await sleep(Math.random() * Math.min(50, 2 ** attempt));
       } finally {
         if (claimed) claim!.settle(bound);

@@ -7,6 +7,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import type { Config } from "../config.ts";
 import { randomToken } from "../crypto/tokens.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
+import type { Metrics } from "../metrics/metrics.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { Database } from "../storage/database.ts";
@@ -48,6 +49,8 @@ export function createExecutions(options: {
   features: FeatureGate;
   outbound: OutboundPolicy;
   log: ExecutionLog;
+  /** Counts deliveries and their lag (src/metrics). */
+  metrics?: Metrics;
 }): Executions {
   const { config, db, eventStore, log } = options;
   const engine = new ExecutionEngine(
@@ -57,7 +60,7 @@ export function createExecutions(options: {
     settingsOf(config, options.outbound),
     log,
   );
-  const worker = new DeliveryWorker(engine, db, randomToken(12));
+  const worker = new DeliveryWorker(engine, db, randomToken(12), options.metrics);
 
   // Positions of events whose deliveries this process queued: their commit wakes the worker at once.
   const queued = new Set<number>();

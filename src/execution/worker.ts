@@ -11,6 +11,7 @@
  * (delivery is at least once: a target may see an event again, e.g. after a crash mid-call).
  */
 import { setMaxListeners } from "node:events";
+import type { Metrics } from "../metrics/metrics.ts";
 import type { Queryable } from "../storage/database.ts";
 import {
   type ClaimedDelivery,
@@ -46,6 +47,7 @@ export class DeliveryWorker {
     private readonly engine: ExecutionEngine,
     private readonly db: Queryable,
     readonly processId: string,
+    private readonly metrics?: Metrics,
   ) {
     setMaxListeners(0, this.abort.signal); // one listener per send in flight
   }
@@ -126,12 +128,13 @@ export class DeliveryWorker {
   }
 
   private async deliver(row: ClaimedDelivery): Promise<void> {
-    const { engine } = this;
+    const { engine, metrics } = this;
     if (row.url === null || row.signing_key === null || row.target_name === null) {
       await recordAttempt(this.db, row, this.processId, {
         status: DeliveryStatus.failed,
         error: `target ${row.target_id} was deleted`,
       });
+      metrics?.deliveries.inc({ result: "failed" });
       return;
     }
     if (!(await engine.enabled(row.instance_id))) {
@@ -139,6 +142,7 @@ export class DeliveryWorker {
         status: DeliveryStatus.failed,
         error: 'not sent: feature "actions" is disabled for this instance',
       });
+      metrics?.deliveries.inc({ result: "failed" });
       return;
     }
     const target = {
@@ -157,6 +161,9 @@ export class DeliveryWorker {
         status: DeliveryStatus.delivered,
         httpStatus: answer.status,
       });
+      metrics?.deliveries.inc({ result: "delivered" });
+      // from the event's append (the database's clock) to now (this process's)
+      metrics?.deliveryLag.observe(Math.max(0, Date.now() - new Date(row.created_at).getTime()) / 1000);
     } catch (error) {
       if (!(error instanceof TargetFailure)) throw error;
       if (error.kind === "cancelled") {
@@ -174,6 +181,7 @@ export class DeliveryWorker {
               retryInMs: retryDelayMs(row.attempts, baseMs),
             };
       await recordAttempt(this.db, row, this.processId, outcome as Parameters<typeof recordAttempt>[3]);
+      metrics?.deliveries.inc({ result: outcome.status === DeliveryStatus.failed ? "failed" : "retry" });
     }
   }
 }

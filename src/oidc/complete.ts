@@ -184,6 +184,7 @@ async function answerFor(
   if (authRequest.responseType === "id_token token") {
     const prepared = await prepareTokens(ctx, info, issuance);
     await storeTokens(ctx, prepared);
+    ctx.metrics?.tokenIssued("implicit");
     const { response } = prepared;
     return {
       access_token: response.access_token,
@@ -194,8 +195,10 @@ async function answerFor(
     };
   }
   // id_token alone: nothing to fetch userinfo with, so the ID token carries the scope's user claims.
+  const token = await idToken(ctx, info, issuance, {});
+  ctx.metrics?.tokenIssued("implicit");
   return {
-    id_token: await idToken(ctx, info, issuance, {}),
+    id_token: token,
     token_type: "Bearer",
     expires_in: ctx.lifetimes.idToken,
     scope: granted,

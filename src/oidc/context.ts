@@ -3,6 +3,7 @@ import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { ExecutionEngine } from "../execution/engine.ts";
+import type { Metrics } from "../metrics/metrics.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
@@ -51,6 +52,8 @@ export interface OidcContext {
   authorizer: Authorizer;
   /** The execution engine, for the function conditions `preuserinfo` and `preaccesstoken` (./functions.ts). */
   executions?: ExecutionEngine;
+  /** Counts the tokens issued by grant (src/metrics). */
+  metrics?: Metrics;
 }
 
 /** The instance a request addressed and its issuer there. */

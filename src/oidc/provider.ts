@@ -9,6 +9,7 @@ import { DatabaseFullError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { ExecutionEngine } from "../execution/engine.ts";
 import type { AuthRequestCompleter, Login } from "../login/index.ts";
+import type { Metrics } from "../metrics/metrics.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
@@ -46,6 +47,8 @@ export interface OidcProviderDeps {
   executions?: ExecutionEngine;
   /** The signing keys (shared with the web keys API); new ones when not given. */
   keys?: SigningKeys;
+  /** Counts the tokens issued by grant (src/metrics). */
+  metrics?: Metrics;
 }
 
 /** The OpenID Connect provider of every instance: its state, endpoints and API token verifier. */
@@ -85,6 +88,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     eventStore: deps.eventStore,
     authorizer: deps.authorizer ?? new Authorizer(deps.db, deps.eventStore),
     executions: deps.executions,
+    metrics: deps.metrics,
   };
 
   const discoveryCache = new Map<string, { body: Buffer; until: number }>();

@@ -73,12 +73,12 @@ describe("server", () => {
   });
 
   it("answers unknown routes with the rpcStatus shape, and gRPC calls of unknown methods with UNIMPLEMENTED", async () => {
-    const unknown = await rawRequest(`${platform.url}/metrics?token=secret`);
+    const unknown = await rawRequest(`${platform.url}/nothing-here?token=secret`);
     assert.equal(unknown.status, 404);
     assert.match(String(unknown.headers["content-type"]), /^application\/json/);
     assert.deepEqual(JSON.parse(unknown.body), {
       code: 5,
-      message: "no such route: GET /metrics",
+      message: "no such route: GET /nothing-here",
       details: [],
     });
     const post = await rawRequest(`${platform.url}/resources/v3alpha/nothing/_search`, { method: "POST" });

@@ -47,10 +47,9 @@ export function authenticationInterceptor(
     const scope = req.contextValues.get(scopeKey);
     const fullName = `${req.service.typeName}/${req.method.name}`;
     if (scope && !(publicMethods.has(fullName) && !scope.authorization)) {
-      req.contextValues.set(
-        callerKey,
-        await deps.authenticator.authenticate(scope.authorization, scope.instanceId, scope.host),
-      );
+      const caller = await deps.authenticator.authenticate(scope.authorization, scope.instanceId, scope.host);
+      req.contextValues.set(callerKey, caller);
+      scope.caller = callerName(caller);
     }
     return next(req);
   };
@@ -78,10 +77,17 @@ export function callerOf(values: ContextValues): Caller | undefined {
 /** The authenticated caller (401 when the bearer token is missing or invalid). */
 export async function authenticate(deps: ServiceDeps, ctx: HandlerContext): Promise<Call> {
   const scope = scopeOf(ctx);
-  const caller =
-    ctx.values.get(callerKey) ??
-    (await deps.authenticator.authenticate(scope.authorization, scope.instanceId, scope.host));
+  let caller = ctx.values.get(callerKey);
+  if (!caller) {
+    caller = await deps.authenticator.authenticate(scope.authorization, scope.instanceId, scope.host);
+    scope.caller = callerName(caller);
+  }
   return { scope, caller, creator: caller.userId };
+}
+
+/** The caller as the request log names it: the user ID, `system:<id>` for a system API user. */
+function callerName(caller: Caller): string {
+  return caller.kind === "system" ? `system:${caller.userId}` : caller.userId;
 }
 
 /** The proto RequestContext as the plain selector the auth layer understands. */

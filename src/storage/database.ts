@@ -30,11 +30,25 @@ export interface Database extends Queryable {
    * space); undefined when it takes them.
    */
   storageProblem?(): string | undefined;
+  /** The connections right now, for the metrics (read at scrape time; must be cheap). */
+  poolStats?(): PoolStats;
   close(): Promise<void>;
 }
 
 export interface ProcessLease {
   release(): Promise<void>;
+}
+
+/** Connections of a database: the PostgreSQL pool, or the embedded database's one connection. */
+export interface PoolStats {
+  /** Most connections the pool opens. */
+  max: number;
+  /** Connections running a query or transaction. */
+  inUse: number;
+  /** Connections open and free. */
+  idle: number;
+  /** Queries and transactions waiting for a connection. */
+  waiting: number;
 }
 
 /** PostgreSQL SQLSTATE of an error from either driver, if it has one. */

@@ -5,7 +5,7 @@ import path from "node:path";
 import v8 from "node:v8";
 import { PGlite } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
-import type { Database, ProcessLease, Queryable, Row } from "./database.ts";
+import type { Database, PoolStats, ProcessLease, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
 import { DiskSpaceGuard, exitOnFatal, MIN_FREE_BYTES } from "./pglite-failures.ts";
 
@@ -40,6 +40,8 @@ const pgliteStartParams = [
 export class PgliteDatabase implements Database {
   readonly kind = "pglite" as const;
   private readonly leases = new Set<string>();
+  /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
+  private pending = 0;
 
   private constructor(
     private readonly pg: PGlite,
@@ -83,26 +85,41 @@ export class PgliteDatabase implements Database {
 
   async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
     if (!READ_ONLY.test(sql)) this.space.check();
-    const result = await this.pg.query<T>(sql, params as unknown[]);
-    return result.rows;
+    return this.counted(async () => (await this.pg.query<T>(sql, params as unknown[])).rows);
   }
 
   async exec(sql: string): Promise<void> {
     this.space.check();
-    await this.pg.exec(sql);
+    await this.counted(() => this.pg.exec(sql));
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     this.space.check();
-    return this.pg.transaction(async (tx) =>
-      fn({
-        query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
-          (await tx.query<R>(sql, params as unknown[])).rows,
-        exec: async (sql: string) => {
-          await tx.exec(sql);
-        },
-      }),
+    return this.counted(() =>
+      this.pg.transaction(async (tx) =>
+        fn({
+          query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
+            (await tx.query<R>(sql, params as unknown[])).rows,
+          exec: async (sql: string) => {
+            await tx.exec(sql);
+          },
+        }),
+      ),
     );
+  }
+
+  private async counted<T>(run: () => Promise<T>): Promise<T> {
+    this.pending++;
+    try {
+      return await run();
+    } finally {
+      this.pending--;
+    }
+  }
+
+  poolStats(): PoolStats {
+    const inUse = this.pending > 0 ? 1 : 0;
+    return { max: 1, inUse, idle: 1 - inUse, waiting: Math.max(0, this.pending - 1) };
   }
 
   /**

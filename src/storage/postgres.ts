@@ -1,5 +1,5 @@
 import pg from "pg";
-import type { Database, ProcessLease, Queryable, Row } from "./database.ts";
+import type { Database, PoolStats, ProcessLease, Queryable, Row } from "./database.ts";
 import { holdLease, LEASE_HELD_SQL, processLeaseKey } from "./process-lease.ts";
 
 // int8 and numeric as JS numbers, like PGlite: positions and counts stay far below 2^53.
@@ -12,14 +12,16 @@ const CONNECT_TIMEOUT_MS = 5000;
 export class PostgresDatabase implements Database {
   readonly kind = "postgres" as const;
   readonly pool: pg.Pool;
+  private readonly max: number;
 
   constructor(
     private readonly url: string,
     options: { max?: number } = {},
   ) {
+    this.max = options.max ?? 20;
     this.pool = new pg.Pool({
       connectionString: url,
-      max: options.max ?? 20,
+      max: this.max,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     });
     // A connection the server ends (restart, failover, pg_terminate_backend) makes pg emit 'error' on its
@@ -74,6 +76,11 @@ export class PostgresDatabase implements Database {
   async isProcessAlive(processId: string): Promise<boolean> {
     const rows = await this.query<{ held: boolean }>(LEASE_HELD_SQL, [processLeaseKey(processId)]);
     return rows[0]?.held === true;
+  }
+
+  poolStats(): PoolStats {
+    const { totalCount, idleCount, waitingCount } = this.pool;
+    return { max: this.max, inUse: totalCount - idleCount, idle: idleCount, waiting: waitingCount };
   }
 
   async close(): Promise<void> {

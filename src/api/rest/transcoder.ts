@@ -44,6 +44,7 @@ import { http } from "../../gen/google/api/annotations_pb.ts";
 import type { HttpRule } from "../../gen/google/api/http_pb.ts";
 import { httpStatusKey } from "../context.ts";
 import { applyInterceptors } from "../interceptors.ts";
+import type { RpcRouteConfig } from "../scope.ts";
 import {
   bodyTooLarge,
   type RpcStatusReply,
@@ -209,9 +210,11 @@ export function registerRest(
         });
         for (const r of group) {
           const impl = implOf.get(r.service)?.[r.method.localName] as AnyImpl | undefined;
+          const config: RpcRouteConfig = { rpc: `${r.service.typeName}/${r.method.name}`, rest: true };
           scope.route({
             method: r.httpMethod,
             url: r.path.slice(prefix.length) || "/",
+            config,
             handler: createRouteHandler(r, impl, options),
           });
         }

@@ -1,3 +1,4 @@
+import type { GrantName } from "../../metrics/metrics.ts";
 import { GrantType } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { UnsupportedGrantType } from "../errors.ts";
@@ -10,12 +11,13 @@ import type { Grant } from "../grants/types.ts";
 import { type Params, required } from "../http.ts";
 import type { TokenResponse } from "../issue.ts";
 
-const grants: Record<string, Grant> = {
-  [GrantType.authorizationCode]: authorizationCodeGrant,
-  [GrantType.refreshToken]: refreshTokenGrant,
-  [GrantType.clientCredentials]: clientCredentialsGrant,
-  [GrantType.jwtBearer]: jwtBearerGrant,
-  [GrantType.tokenExchange]: tokenExchangeGrant,
+/** Each grant type with its name in the metrics. */
+const grants: Record<string, { grant: Grant; name: GrantName }> = {
+  [GrantType.authorizationCode]: { grant: authorizationCodeGrant, name: "authorization_code" },
+  [GrantType.refreshToken]: { grant: refreshTokenGrant, name: "refresh_token" },
+  [GrantType.clientCredentials]: { grant: clientCredentialsGrant, name: "client_credentials" },
+  [GrantType.jwtBearer]: { grant: jwtBearerGrant, name: "jwt_bearer" },
+  [GrantType.tokenExchange]: { grant: tokenExchangeGrant, name: "token_exchange" },
 };
 
 /** Token parameters that may be given more than once (RFC 8693 §2.1: `audience`, `resource`). */
@@ -30,7 +32,9 @@ export async function tokenEndpoint(
   endpointUrl: string,
 ): Promise<TokenResponse> {
   const grantType = required(params, "grant_type");
-  const grant = Object.hasOwn(grants, grantType) ? grants[grantType] : undefined;
-  if (!grant) throw new UnsupportedGrantType(`grant_type ${grantType} is not supported`);
-  return grant(ctx, info, { params, authorization, endpointUrl });
+  const known = Object.hasOwn(grants, grantType) ? grants[grantType] : undefined;
+  if (!known) throw new UnsupportedGrantType(`grant_type ${grantType} is not supported`);
+  const response = await known.grant(ctx, info, { params, authorization, endpointUrl });
+  ctx.metrics?.tokenIssued(known.name);
+  return response;
 }
