@@ -212,6 +212,8 @@ export function registerRest(
           scope.route({
             method: r.httpMethod,
             url: r.path.slice(prefix.length) || "/",
+            // the route as the API reference names it (traces: src/tracing/http-server.ts)
+            config: { httpRoute: r.template },
             handler: createRouteHandler(r, impl, options),
           });
         }
