@@ -34,15 +34,15 @@ export class OtlpReceiver {
   private readonly server: Server;
   url = "";
 
-  private constructor() {
+  private constructor(private readonly status: number) {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         const body = Buffer.concat(chunks);
         this.exports.push({ path: req.url ?? "/", headers: req.headers, body });
-        if (req.method !== "POST" || req.url !== "/v1/traces") {
-          res.writeHead(404).end();
+        if (req.method !== "POST" || req.url !== "/v1/traces" || this.status !== 200) {
+          res.writeHead(req.url === "/v1/traces" ? this.status : 404).end();
           return;
         }
         const json = String(req.headers["content-type"]).startsWith("application/json");
@@ -53,8 +53,9 @@ export class OtlpReceiver {
     });
   }
 
-  static async start(): Promise<OtlpReceiver> {
-    const receiver = new OtlpReceiver();
+  /** A receiver on 127.0.0.1; `status` other than 200: it refuses every export with that status. */
+  static async start(status = 200): Promise<OtlpReceiver> {
+    const receiver = new OtlpReceiver(status);
     await new Promise<void>((resolve) => receiver.server.listen(0, "127.0.0.1", resolve));
     receiver.url = `http://127.0.0.1:${(receiver.server.address() as AddressInfo).port}`;
     return receiver;

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { startPlatform, type TestPlatform } from "./helpers.ts";
+import { freshBackend, startPlatform, type TestPlatform } from "./helpers.ts";
 import { OtlpReceiver } from "./otlp-receiver.ts";
+import { freePort, startProcess } from "./process.ts";
 
 // A process of its own (the SDK is process-wide): the default protocol, http/protobuf.
 describe("tracing: OTLP/HTTP with protobuf (the default protocol)", () => {
@@ -40,5 +41,46 @@ describe("tracing: OTLP/HTTP with protobuf (the default protocol)", () => {
       exported.body.includes(Buffer.from("GET /.well-known/openid-configuration")),
       "the span's name",
     );
+  });
+
+  it("a receiver that refuses exports costs no request, and the log one warning line", async () => {
+    const refusing = await OtlpReceiver.start(400);
+    const backend = await freshBackend();
+    const server = await startProcess({
+      ...backend.env,
+      PLATFORM_PORT: String(await freePort()),
+      PLATFORM_LOG_FORMAT: "json",
+      OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url,
+      OTEL_BSP_SCHEDULE_DELAY: "20",
+    });
+    try {
+      for (let i = 0; i < 3; i++) {
+        assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+        // each request in an export of its own
+        const exports = refusing.exports.length;
+        const deadline = Date.now() + 10_000;
+        while (refusing.exports.length === exports) {
+          assert.ok(Date.now() < deadline, "no export");
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      const deadline = Date.now() + 10_000;
+      while (!server.stdout().includes("tracing: export failed")) {
+        assert.ok(Date.now() < deadline, `no warning in ${server.stdout()}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const warnings = server
+        .stdout()
+        .split("\n")
+        .filter((line) => line.includes("tracing: "));
+      assert.equal(warnings.length, 1, warnings.join("\n"));
+      const warning = JSON.parse(warnings[0]);
+      assert.equal(warning.level, 40);
+      assert.doesNotMatch(warning.msg, /\n|stack/, "one line, no stack");
+    } finally {
+      await server.stop();
+      await refusing.close();
+      await backend.cleanup();
+    }
   });
 });

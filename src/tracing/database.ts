@@ -5,7 +5,8 @@
  * that name what it does.
  *
  * Statements run outside any traced work (the delivery worker's polling, the token sweeper) make no
- * spans: each would be a trace of its own every few seconds, telling nothing.
+ * spans: each would be a trace of its own every few seconds, telling nothing. Neither do those of a request
+ * whose trace is not sampled: they would not be recorded anyway (and cost nothing this way).
  */
 import {
   type Context,
@@ -76,10 +77,13 @@ export function tracedDatabase<D extends Database>(db: D, tracer: Tracer): D {
   return Object.setPrototypeOf(wrapped, db) as D;
 }
 
-/** The current context when a span is current in it (the work is traced), else undefined. */
+/**
+ * The current context when a recorded span is current in it, else undefined: the work is not traced (no
+ * request), or its trace is not sampled, so that its statements would not be recorded either.
+ */
 function currentParent(): Context | undefined {
   const active = context.active();
-  return trace.getSpan(active) ? active : undefined;
+  return trace.getSpan(active)?.isRecording() ? active : undefined;
 }
 
 function ended<T>(span: Span, running: Promise<T>): Promise<T> {

@@ -2,15 +2,16 @@
  * A SERVER span per HTTP request (HTTP/1.1 and HTTP/2, every protocol on the port), continuing the
  * caller's trace when the request carries a W3C `traceparent`. The span is started around the request
  * handler, not in a Fastify hook: a hook cannot make a context current for the phases after it, while
- * running the handler inside the context and binding the request's and response's event listeners to it
- * (as OpenTelemetry's own HTTP instrumentation does) makes every span of the request (RPC, database,
- * outbound calls) its child, also after the body has been read.
+ * running the handler inside the context and binding the request's event listeners to it (as
+ * OpenTelemetry's own HTTP instrumentation does) makes every span of the request (RPC, database, outbound
+ * calls) its child, also after the body has been read.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   context,
   propagation,
   ROOT_CONTEXT,
+  type Span,
   SpanKind,
   SpanStatusCode,
   type Tracer,
@@ -19,6 +20,9 @@ import {
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** The span of each request being served (for the Fastify hooks, which get the raw request). */
+const requestSpans = new WeakMap<IncomingMessage, Span>();
 
 /** Methods named as they are; anything else is `_OTHER`, so a client cannot multiply span names. */
 const KNOWN_METHODS = new Set([
@@ -56,8 +60,9 @@ export function tracingHandler(tracer: Tracer, handler: Handler): Handler {
       parent,
     );
     const active = trace.setSpan(parent, span);
+    // The request's listeners (its body) run in the request's context; the response's need none.
     context.bind(active, req);
-    context.bind(active, res);
+    requestSpans.set(req, span);
     res.once("close", () => {
       const status = res.statusCode;
       span.setAttribute("http.response.status_code", status);
@@ -81,10 +86,8 @@ export function nameRequestSpan(
   _reply: FastifyReply,
   done: HookHandlerDoneFunction,
 ) {
-  const route =
-    (request.routeOptions.config as { httpRoute?: string } | undefined)?.httpRoute ??
-    request.routeOptions.url;
-  const span = trace.getActiveSpan();
+  const route = request.routeOptions.config?.httpRoute ?? request.routeOptions.url;
+  const span = requestSpans.get(request.raw);
   if (span && route) {
     span.updateName(`${KNOWN_METHODS.has(request.method) ? request.method : "HTTP"} ${route}`);
     span.setAttribute("http.route", route);
@@ -98,7 +101,7 @@ export function annotateRequestSpan(
   _reply: FastifyReply,
   done: HookHandlerDoneFunction,
 ) {
-  const span = trace.getActiveSpan();
+  const span = requestSpans.get(request.raw);
   if (span) {
     span.setAttribute("platform.request_id", request.id);
     if (request.scope?.instanceId) span.setAttribute("platform.instance_id", request.scope.instanceId);

@@ -89,16 +89,28 @@ function sampler(name: SamplerName, ratio: number): Sampler {
  */
 function throttled(log: TracingLog): DiagLogger {
   const lastSeen = new Map<string, number>();
-  const warn = (message: string, ...args: unknown[]) => {
-    const now = Date.now();
-    if ((lastSeen.get(message) ?? -Infinity) > now - 60_000) return;
-    if (lastSeen.size > 100) lastSeen.clear();
-    lastSeen.set(message, now);
+  const warn = (raw: string, ...args: unknown[]) => {
     const detail = args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ");
-    log.warn(`tracing: ${message}${detail ? ` ${detail}` : ""}`);
+    const line = `${errorMessage(raw)}${detail ? ` ${detail}` : ""}`;
+    const now = Date.now();
+    if ((lastSeen.get(line) ?? -Infinity) > now - 60_000) return;
+    if (lastSeen.size > 100) lastSeen.clear();
+    lastSeen.set(line, now);
+    log.warn(`tracing: ${line}`);
   };
   const ignore = () => {};
   return { error: warn, warn, info: ignore, debug: ignore, verbose: ignore };
+}
+
+/** The SDK reports a failed export as the error serialized to JSON (stack and all): its message only. */
+function errorMessage(raw: string): string {
+  if (!raw.startsWith("{")) return raw;
+  try {
+    const { message } = JSON.parse(raw) as { message?: unknown };
+    return typeof message === "string" ? `export failed: ${message}` : raw;
+  } catch {
+    return raw;
+  }
 }
 
 function packageVersion(): string {

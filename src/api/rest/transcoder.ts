@@ -54,6 +54,13 @@ import {
 import { buildRequestMessage, findField, type RequestBinding } from "./request.ts";
 import { type PathVariable, parsePathTemplate } from "./template.ts";
 
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** A REST route's google.api.http template (`/resources/v3alpha/users/{id}`), as traces name it. */
+    httpRoute?: string;
+  }
+}
+
 /** A method implementation as registered (`Partial<ServiceImpl<...>>` values). */
 // biome-ignore lint/suspicious/noExplicitAny: implementations are typed per service by the caller
 type AnyImpl = (req: any, ctx: HandlerContext) => unknown;
