@@ -264,6 +264,40 @@ describe("tracing (OpenTelemetry, OTLP/HTTP)", () => {
     assert.ok(traced.some((s) => s.parentSpanId === delivery.spanId && s.attributes["db.system"]));
   });
 
+  it("sends the trace to identity providers (a sign-in's discovery request)", async () => {
+    const created = await rest("POST", "/resources/v3alpha/idps/oidc", {
+      json: {
+        idp: { name: "Traced SSO" },
+        config: {
+          issuer: target.url("/sso"),
+          client_id: "platform",
+          client_secret: "s3cret",
+          scopes: ["openid"],
+        },
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const caller = callerContext();
+    const start = await rest("GET", `/ui/login/idp/start?idp=${created.json.details.id}`, {
+      raw: true,
+      headers: { traceparent: caller.traceparent, accept: "text/html" },
+    });
+    // the stand-in provider answers no discovery document: the sign-in ends there, after the request
+    assert.equal(start.status, 502);
+    const [discovery] = target.callsTo("/sso/.well-known/openid-configuration");
+    const sent = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(String(discovery.headers.traceparent));
+    assert.ok(sent, `traceparent sent to the provider: ${discovery.headers.traceparent}`);
+    assert.equal(sent[1], caller.traceId);
+    await receiver.waitFor(() => receiver.trace(caller.traceId).some((s) => s.spanId === sent[2]));
+    const outbound = one(
+      receiver.trace(caller.traceId),
+      "the discovery request",
+      (s) => s.spanId === sent[2],
+    );
+    assert.equal(outbound.name, "GET");
+    assert.equal(outbound.attributes["url.full"], target.url("/sso/.well-known/openid-configuration"));
+  });
+
   it("loads the SDK (the check the tracing-off test relies on)", () => {
     const loaded = Object.keys(createRequire(import.meta.url).cache);
     assert.ok(loaded.some((file) => file.includes("@opentelemetry/sdk-trace-base")));
