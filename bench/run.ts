@@ -5,7 +5,7 @@
 // under the same load generator.
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
-// BENCH_ONLY (api | oidc | signin; default all), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
+// BENCH_ONLY (api | oidc | signin | tracing; default all but tracing), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8).
@@ -20,6 +20,12 @@ import path from "node:path";
 import autocannon from "autocannon";
 import { hashPassword, verifyPassword } from "../src/crypto/password.ts";
 import { freshBackend } from "../test/helpers.ts";
+
+// BENCH_ONLY=tracing: the token endpoint with tracing off and on, servers of its own (./tracing.ts).
+if (process.env.BENCH_ONLY === "tracing") {
+  await import("./tracing.ts");
+  process.exit(0);
+}
 
 const duration = Number(process.env.BENCH_DURATION ?? 10);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);

@@ -134,6 +134,22 @@ describe("config", () => {
       [{ PLATFORM_HTTP_REQUEST_TIMEOUT_MS: "5000" }, "PLATFORM_HTTP_REQUEST_TIMEOUT_MS"],
       [{ PLATFORM_HTTP_IDLE_TIMEOUT_MS: "-1" }, "PLATFORM_HTTP_IDLE_TIMEOUT_MS"],
       [{ PLATFORM_MAX_CONNECTIONS: "0" }, "PLATFORM_MAX_CONNECTIONS"],
+      [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" }, "OTEL_EXPORTER_OTLP_ENDPOINT"],
+      [{ OTEL_EXPORTER_OTLP_ENDPOINT: "grpc://collector:4317" }, "OTEL_EXPORTER_OTLP_ENDPOINT"],
+      [
+        { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://u:p@c/v1/traces" },
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+      ],
+      [{ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, "OTEL_EXPORTER_OTLP_PROTOCOL"],
+      [{ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "thrift" }, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"],
+      [{ OTEL_EXPORTER_OTLP_HEADERS: "api-key" }, "OTEL_EXPORTER_OTLP_HEADERS"],
+      [{ OTEL_EXPORTER_OTLP_TRACES_HEADERS: "bad name=1" }, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"],
+      [{ OTEL_RESOURCE_ATTRIBUTES: "=x" }, "OTEL_RESOURCE_ATTRIBUTES"],
+      [{ OTEL_TRACES_SAMPLER: "jaeger_remote" }, "OTEL_TRACES_SAMPLER"],
+      [{ OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "1.5" }, "OTEL_TRACES_SAMPLER_ARG"],
+      [{ OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "half" }, "OTEL_TRACES_SAMPLER_ARG"],
+      [{ OTEL_TRACES_EXPORTER: "zipkin" }, "OTEL_TRACES_EXPORTER"],
+      [{ OTEL_SDK_DISABLED: "yes please" }, "OTEL_SDK_DISABLED"],
     ];
     for (const [env, variable] of cases) {
       assert.throws(
@@ -199,6 +215,47 @@ describe("config", () => {
         PLATFORM_MAX_CONNECTIONS: "5",
       }).connections.maxConnections,
       5,
+    );
+  });
+
+  it("tracing: off without an OTLP endpoint; the standard OTEL_* variables otherwise", () => {
+    assert.equal(loadConfig({}).tracing, undefined);
+    assert.deepEqual(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }).tracing, {
+      url: "http://collector:4318/v1/traces",
+      protocol: "http/protobuf",
+      headers: {},
+      serviceName: "platform",
+      resourceAttributes: {},
+      sampler: "parentbased_always_on",
+      samplerRatio: 1,
+    });
+    const tracing = loadConfig({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://ignored:4318",
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://traces.example.com/otlp/v1/traces",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "HTTP/JSON",
+      OTEL_EXPORTER_OTLP_HEADERS: "api-key=one,x-team=ops",
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: "api-key=tw%C3%B6%2C",
+      OTEL_RESOURCE_ATTRIBUTES: "service.name=idp,deployment.environment.name=prod",
+      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.25",
+    }).tracing;
+    assert.equal(tracing?.url, "https://traces.example.com/otlp/v1/traces", "the traces endpoint as given");
+    assert.equal(tracing?.protocol, "http/json");
+    assert.deepEqual(tracing?.headers, { "api-key": "twö,", "x-team": "ops" }, "traces headers win");
+    assert.equal(tracing?.serviceName, "idp", "service.name of the attributes without OTEL_SERVICE_NAME");
+    assert.equal(tracing?.resourceAttributes["deployment.environment.name"], "prod");
+    assert.equal(tracing?.sampler, "parentbased_traceidratio");
+    assert.equal(tracing?.samplerRatio, 0.25);
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" };
+    assert.equal(loadConfig({ ...endpoint, OTEL_SERVICE_NAME: "iam" }).tracing?.serviceName, "iam");
+    assert.equal(loadConfig({ ...endpoint, OTEL_SDK_DISABLED: "TRUE" }).tracing, undefined);
+    assert.equal(loadConfig({ ...endpoint, OTEL_TRACES_EXPORTER: "none" }).tracing, undefined);
+    assert.ok(loadConfig({ ...endpoint, OTEL_SDK_DISABLED: "false" }).tracing);
+    // header values are secrets: an error names the entry, never its value
+    assert.throws(
+      () => loadConfig({ ...endpoint, OTEL_EXPORTER_OTLP_HEADERS: "authorization=Bearer%zzsecret" }),
+      (error: Error) =>
+        error.message.startsWith("OTEL_EXPORTER_OTLP_HEADERS: ") && !error.message.includes("secret"),
     );
   });
 

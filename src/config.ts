@@ -4,6 +4,7 @@ import YAML from "yaml";
 import { loadOrCreateMasterKeyFile, masterKeyFile, parseMasterKey } from "./crypto/masterkey.ts";
 import { DenyList } from "./net/deny-list.ts";
 import { type AllowPrivate, allowPrivateValues } from "./net/outbound.ts";
+import { parseTracingConfig, type TracingConfig } from "./tracing/config.ts";
 
 /** Every setting (README's configuration table), validated once at start-up. */
 export interface Config {
@@ -65,6 +66,8 @@ export interface Config {
   execution: ExecutionConfig;
   /** The outbound-address policy of every outbound connection (src/net/outbound.ts). */
   outbound: OutboundConfig;
+  /** OpenTelemetry tracing (src/tracing); undefined: off. */
+  tracing?: TracingConfig;
   /** Where `GET /metrics` is served (src/metrics; docs/operations.md "Metrics"). */
   metrics: MetricsConfig;
 }
@@ -275,6 +278,36 @@ export const variables: VariableSpec[] = [
     description:
       "bearer token GET /metrics requires (at least 16 characters); set without PLATFORM_METRICS_PORT: /metrics is served on PLATFORM_PORT",
   },
+  {
+    name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    description:
+      "OTLP/HTTP base URL (e.g. http://collector:4318): traces go to <it>/v1/traces; unset: no tracing",
+  },
+  {
+    name: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    description: "full OTLP/HTTP traces URL, instead of OTEL_EXPORTER_OTLP_ENDPOINT",
+  },
+  {
+    name: "OTEL_EXPORTER_OTLP_PROTOCOL",
+    default: "http/protobuf",
+    description: "http/protobuf or http/json (gRPC is not supported)",
+  },
+  { name: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", description: "the same, for traces only" },
+  {
+    name: "OTEL_EXPORTER_OTLP_HEADERS",
+    description: "headers of the export requests: key=value,... (values percent-encoded)",
+  },
+  { name: "OTEL_EXPORTER_OTLP_TRACES_HEADERS", description: "the same, for traces only (added over them)" },
+  { name: "OTEL_SERVICE_NAME", default: "platform", description: "service.name of the spans" },
+  { name: "OTEL_RESOURCE_ATTRIBUTES", description: "more resource attributes: key=value,..." },
+  {
+    name: "OTEL_TRACES_SAMPLER",
+    default: "parentbased_always_on",
+    description: "always_on, always_off, traceidratio, or parentbased_ of one of them",
+  },
+  { name: "OTEL_TRACES_SAMPLER_ARG", default: "1", description: "the ratio of the traceidratio samplers" },
+  { name: "OTEL_TRACES_EXPORTER", default: "otlp", description: "otlp, or none: no tracing" },
+  { name: "OTEL_SDK_DISABLED", default: "false", description: "true: no tracing" },
 ];
 
 /** An issuer URL: http(s), no query or fragment; a trailing slash is dropped. */
@@ -552,6 +585,25 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     execution,
     outbound: { allowPrivate, denyList },
     metrics,
+    tracing: parseTracingConfig(
+      {
+        OTEL_SDK_DISABLED: str("OTEL_SDK_DISABLED"),
+        OTEL_TRACES_EXPORTER: str("OTEL_TRACES_EXPORTER"),
+        OTEL_EXPORTER_OTLP_ENDPOINT: str("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+        OTEL_EXPORTER_OTLP_PROTOCOL: str("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+        OTEL_EXPORTER_OTLP_HEADERS: str("OTEL_EXPORTER_OTLP_HEADERS"),
+        OTEL_EXPORTER_OTLP_TRACES_HEADERS: str("OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+        OTEL_SERVICE_NAME: str("OTEL_SERVICE_NAME"),
+        OTEL_RESOURCE_ATTRIBUTES: str("OTEL_RESOURCE_ATTRIBUTES"),
+        OTEL_TRACES_SAMPLER: str("OTEL_TRACES_SAMPLER"),
+        OTEL_TRACES_SAMPLER_ARG: str("OTEL_TRACES_SAMPLER_ARG"),
+      },
+      (variable, problem) => {
+        throw new ConfigError(variable, problem);
+      },
+    ),
   };
 }
 

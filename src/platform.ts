@@ -1,5 +1,5 @@
 import type { ContextValues } from "@connectrpc/connect";
-import type { FastifyInstance } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { DestinationStream } from "pino";
 import { idempotencyInterceptor } from "./api/idempotency.ts";
 import { registerDocs } from "./api/openapi/plugin.ts";
@@ -29,6 +29,8 @@ import type { Database, ProcessLease } from "./storage/database.ts";
 import { IdempotencyStore } from "./storage/idempotency.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
+import { tracedDatabase } from "./tracing/database.ts";
+import { startTracing } from "./tracing/tracing.ts";
 
 /** Everything a running Platform process holds; built once by `createPlatform`. */
 export interface Platform {
@@ -67,7 +69,19 @@ export async function createPlatform(
   } = {},
 ): Promise<Platform> {
   if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
-  const db = options.db ?? (await openDatabase(config));
+  // First, so that every seam built below (server, RPC chain, database, outbound calls) finds it on.
+  let log: FastifyBaseLogger | undefined;
+  const tracing = config.tracing
+    ? await startTracing(config.tracing, { warn: (message) => log?.warn(message) })
+    : undefined;
+  let opened: Database;
+  try {
+    opened = options.db ?? (await openDatabase(config));
+  } catch (error) {
+    await tracing?.shutdown();
+    throw error;
+  }
+  const db = tracing ? tracedDatabase(opened, tracing.tracer) : opened;
   let lease: ProcessLease | undefined;
   try {
     // Embedded: generated into the data directory on first start, now that this process holds its lock.
@@ -99,6 +113,7 @@ export async function createPlatform(
       signingKeys: new SigningKeys(db, masterKey, eventStore),
     };
     const app = buildServer({ config, db, instances, metrics, logDestination: options.logDestination });
+    log = app.log;
     const executions = createExecutions({
       config,
       db,
@@ -157,7 +172,11 @@ export async function createPlatform(
           await platform.metricsListener?.close();
           await app.close();
         } finally {
-          await db.close();
+          try {
+            await db.close();
+          } finally {
+            await tracing?.shutdown(); // exports the spans still buffered
+          }
         }
       })();
       return closing;
@@ -180,6 +199,7 @@ export async function createPlatform(
   } catch (error) {
     await lease?.release().catch(() => {});
     await db.close().catch(() => {});
+    await tracing?.shutdown().catch(() => {});
     throw error;
   }
 }

@@ -2,12 +2,16 @@
  * The interceptor chain every RPC runs through, for every protocol (the connect router for gRPC, gRPC-web
  * and Connect; the REST transcoder builds the same chain around the implementation):
  *
- *   errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → ...inner interceptors
- *   (idempotency keys, then action executions: src/platform.ts) → implementation
+ *   [tracing →] errorInterceptor → ...extra interceptors (e.g. auth) → validationInterceptor → ...inner
+ *   interceptors (idempotency keys, then action executions: src/platform.ts) → implementation
+ *
+ * The tracing interceptor (a span per RPC, src/tracing/rpc.ts) is there only while tracing is on.
  */
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { Code } from "../errors.ts";
+import { tracingInterceptor } from "../tracing/rpc.ts";
+import { activeTracer } from "../tracing/tracing.ts";
 import { loggerKey } from "./context.ts";
 import { type RequestScope, scopeKey } from "./scope.ts";
 import { toConnectError } from "./status.ts";
@@ -77,7 +81,10 @@ async function* validateStream<T>(schema: DescMessage, it: AsyncIterable<T>): As
  * validation, right around the implementation (e.g. idempotency keys, which need a valid request).
  */
 export function apiInterceptors(extra: Interceptor[] = [], inner: Interceptor[] = []): Interceptor[] {
-  return [errorInterceptor, ...extra, validationInterceptor, ...inner];
+  const tracer = activeTracer();
+  // outermost, so that it sees the errors as the client gets them (mapped by errorInterceptor)
+  const tracing = tracer ? [tracingInterceptor(tracer)] : [];
+  return [...tracing, errorInterceptor, ...extra, validationInterceptor, ...inner];
 }
 
 /** Wraps `next` with interceptors, the first being the outermost (same order as connect's router). */

@@ -31,6 +31,8 @@ export interface RpcRouteConfig {
   rpc?: string;
   /** The route is the REST mapping of the RPC (else one of the connect protocols: gRPC, gRPC-web, Connect). */
   rest?: boolean;
+  /** A REST route's google.api.http template (`/resources/v3alpha/users/{id}`), as traces name it. */
+  httpRoute?: string;
 }
 
 export const scopeKey = createContextKey<RequestScope | undefined>(undefined, {

@@ -13,6 +13,7 @@
 import { setMaxListeners } from "node:events";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Queryable } from "../storage/database.ts";
+import { activeTracer, inRootSpan } from "../tracing/tracing.ts";
 import {
   type ClaimedDelivery,
   claimDeliveries,
@@ -118,7 +119,21 @@ export class DeliveryWorker {
 
   private dispatch(row: ClaimedDelivery): void {
     const key = `${row.instance_id}\u0000${row.id}`;
-    const sending = this.deliver(row)
+    const tracer = activeTracer();
+    const delivering = tracer
+      ? inRootSpan(
+          tracer,
+          "event delivery",
+          {
+            "platform.instance_id": row.instance_id,
+            "platform.event.type": row.event_type,
+            "platform.target.id": row.target_id,
+            "platform.delivery.attempt": row.attempts,
+          },
+          () => this.deliver(row),
+        )
+      : this.deliver(row);
+    const sending = delivering
       .catch((error) => this.engine.log.error({ err: error, delivery: row.id }, "event delivery failed"))
       .finally(() => {
         this.inFlight.delete(key);

@@ -6,10 +6,13 @@
  * as TLS SNI) and a DNS answer that changes between a check and the connection cannot reach a refused
  * address. Redirects are never followed (a 3xx is an answer like any other; its `Location` is not
  * requested). Connections are kept alive between calls, in agents of this caller only: a socket opened
- * under one guard is never reused under another.
+ * under one guard is never reused under another. While tracing is on, each request is a span and carries
+ * the W3C `traceparent` (src/tracing/outbound.ts).
  */
 import http from "node:http";
 import https from "node:https";
+import { tracedOutbound } from "../tracing/outbound.ts";
+import { activeTracer } from "../tracing/tracing.ts";
 import type { OutboundGuard } from "./outbound.ts";
 
 /** Why a call did not get an answer. */
@@ -106,6 +109,21 @@ export class HttpCaller {
     }
     if (target.protocol !== "http:" && target.protocol !== "https:")
       return Promise.reject(new CallFailure("unreachable", `its URL is not http(s) but ${target.protocol}`));
+    const tracer = activeTracer();
+    if (!tracer) return this.request(method, target, body, headers, timeoutMs, signal);
+    return tracedOutbound(tracer, method, target, (traceHeaders) =>
+      this.request(method, target, body, { ...headers, ...traceHeaders }, timeoutMs, signal),
+    );
+  }
+
+  private request(
+    method: string,
+    target: URL,
+    body: string | undefined,
+    headers: Record<string, string>,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<CallAnswer> {
     const { guard, maxResponseBytes } = this.options;
     const refusal = guard.refusalOfHost(target.hostname);
     if (refusal) return Promise.reject(new CallFailure("denied", refusal));

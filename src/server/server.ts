@@ -15,6 +15,8 @@ import type { Metrics } from "../metrics/metrics.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
+import { annotateRequestSpan, nameRequestSpan, tracingHandler } from "../tracing/http-server.ts";
+import { activeTracer } from "../tracing/tracing.ts";
 import { createListener, type DualProtocolServer } from "./listener.ts";
 import { logStream } from "./log.ts";
 import { RequestObserver } from "./requests.ts";
@@ -129,12 +131,14 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
 /**
  * The Fastify app: one port for HTTP/1.1 and h2c, request IDs, structured logs without secrets, health
- * probes, instance resolution from the Host header and security headers on HTML. Feature plugins (API,
- * OIDC, login UI) register on the returned instance.
+ * probes, instance resolution from the Host header and security headers on HTML; a span per request while
+ * tracing is on (src/tracing/http-server.ts). Feature plugins (API, OIDC, login UI) register on the
+ * returned instance.
  */
 export function buildServer({ config, db, instances, metrics, logDestination }: ServerDeps): FastifyInstance {
+  const tracer = activeTracer();
   const serverFactory: FastifyServerFactory = (handler) =>
-    createListener(handler as never, {
+    createListener((tracer ? tracingHandler(tracer, handler as never) : handler) as never, {
       tls: config.tls,
       limits: config.connections,
       // Called later, once `app` exists.
@@ -178,6 +182,12 @@ export function buildServer({ config, db, instances, metrics, logDestination }: 
 
   app.decorateRequest("scope", null as unknown as RequestScope);
   observer.register(app);
+
+  if (tracer) {
+    // before the instance is resolved, so that requests it answers (404, blocked) are named too
+    app.addHook("onRequest", nameRequestSpan);
+    app.addHook("onResponse", annotateRequestSpan);
+  }
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);

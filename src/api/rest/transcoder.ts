@@ -210,7 +210,11 @@ export function registerRest(
         });
         for (const r of group) {
           const impl = implOf.get(r.service)?.[r.method.localName] as AnyImpl | undefined;
-          const config: RpcRouteConfig = { rpc: `${r.service.typeName}/${r.method.name}`, rest: true };
+          const config: RpcRouteConfig = {
+            rpc: `${r.service.typeName}/${r.method.name}`,
+            rest: true,
+            httpRoute: r.template,
+          };
           scope.route({
             method: r.httpMethod,
             url: r.path.slice(prefix.length) || "/",
