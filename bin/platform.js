@@ -1,7 +1,34 @@
 #!/usr/bin/env node
-// Runs the TypeScript sources directly (tsx compiles on load); `npm run build` type-checks them.
-import { register } from "tsx/esm/api";
+// Runs the compiled JavaScript in dist/ (`npm run build`); nothing is compiled while the server runs.
+// Where the compiler is installed (a checkout with its devDependencies), dist/ is first rebuilt if src/
+// changed since the last build (scripts/build.mjs: a no-op check when it did not). A production install
+// (`npm prune --omit=dev`) has no compiler and runs dist/ as it was built.
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
 
-register();
-const { main } = await import("../src/cli.ts");
+const entry = new URL("../dist/cli.js", import.meta.url);
+if (compilerInstalled()) {
+  const { ensureBuilt } = await import("../scripts/build.mjs");
+  const result = await ensureBuilt({ print: (line) => process.stderr.write(`platform: ${line}\n`) });
+  if (result === "failed") process.exit(1);
+} else if (!existsSync(entry)) {
+  process.stderr.write(
+    "platform: dist/ is missing and the TypeScript compiler is not installed: build first " +
+      "(`npm ci && npm run build`, then `npm prune --omit=dev`)\n",
+  );
+  process.exit(1);
+}
+
+// Stack traces name the TypeScript sources (dist/ has source maps).
+process.setSourceMapsEnabled(true);
+const { main } = await import(entry.href);
 process.exitCode = await main(process.argv.slice(2));
+
+function compilerInstalled() {
+  try {
+    createRequire(import.meta.url).resolve("typescript/package.json");
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -24,6 +24,12 @@ rmSync(tmp, { recursive: true, force: true });
 mkdirSync(tmp, { recursive: true });
 process.on("exit", () => rmSync(tmp, { recursive: true, force: true }));
 
+// Tests that start `platform` as a process run the compiled JavaScript (bin/platform.js): build it once
+// here when src/ changed, rather than in the first of those tests.
+const { ensureBuilt } = await import("./build.mjs");
+if ((await ensureBuilt({ print: (line) => console.log(`build: ${line}`) })) === "failed")
+  console.log("build: failed; tests that start platform as a process will fail");
+
 // A migrated empty PGlite directory that tests copy instead of running initdb each time (~3 s saved per server).
 if (!process.env.DATABASE_URL) {
   const template = path.join(tmp, "pglite-template");

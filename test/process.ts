@@ -1,4 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+} from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { childEnv } from "./helpers.ts";
 
@@ -18,8 +29,17 @@ export function runPlatform(
   args: string[],
   env: Record<string, string>,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runPlatformIn(path.resolve(bin, "..", ".."), args, env);
+}
+
+/** Runs `<checkout>/bin/platform.js <args>` to completion. */
+export function runPlatformIn(
+  checkout: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
+    const child = spawn(process.execPath, [path.join(checkout, "bin", "platform.js"), ...args], {
       env: childEnv(env),
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -88,4 +108,40 @@ export async function freePort(): Promise<number> {
     });
     server.on("error", reject);
   });
+}
+
+const checkoutParts = ["bin", "scripts", "src", "package.json", "tsconfig.json", "tsconfig.build.json"];
+
+/**
+ * A copy of what running and building need of this checkout (bin/, scripts/, src/, package.json and the
+ * tsconfig files) as a fresh clone has it: tracked and new files with their current content, nothing
+ * ignored (no dist/ unless `dist` names one to copy), and a node_modules of links to this checkout's
+ * packages except those in `without`. It lives in the system's temporary directory, outside this
+ * checkout, whose node_modules would otherwise provide the missing packages; remove it after use.
+ */
+export function copyOfCheckout(options: { without: string[]; dist?: string }): string {
+  const root = path.resolve(bin, "..", "..");
+  const dir = mkdtempSync(path.join(os.tmpdir(), "platform-checkout-"));
+  try {
+    const files = execFileSync(
+      "git",
+      ["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ...checkoutParts],
+      { cwd: root, encoding: "utf8" },
+    );
+    for (const file of files.split("\0")) {
+      if (!file || !existsSync(path.join(root, file))) continue; // deleted in the working tree
+      mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+      copyFileSync(path.join(root, file), path.join(dir, file));
+    }
+    if (options.dist) cpSync(options.dist, path.join(dir, "dist"), { recursive: true });
+    mkdirSync(path.join(dir, "node_modules"));
+    for (const name of readdirSync(path.join(root, "node_modules"))) {
+      if (name.startsWith(".") || options.without.includes(name)) continue;
+      symlinkSync(path.join(root, "node_modules", name), path.join(dir, "node_modules", name));
+    }
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return dir;
 }

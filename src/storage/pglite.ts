@@ -240,8 +240,11 @@ function isEmptyDir(dir: string): boolean {
 async function initializeInChildProcess(dataDir: string, pgdata: string): Promise<void> {
   const scratch = path.join(dataDir, "pgdata.initializing");
   rmSync(scratch, { recursive: true, force: true });
-  const script = path.join(import.meta.dirname, "pglite-initialize.ts");
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), script, scratch], {
+  // Compiled (dist/, `npm start`) the child runs the compiled script; from the sources (tests) through tsx.
+  const compiled = import.meta.url.endsWith(".js");
+  const script = path.join(import.meta.dirname, compiled ? "pglite-initialize.js" : "pglite-initialize.ts");
+  const loader = compiled ? ["--enable-source-maps"] : ["--import", import.meta.resolve("tsx")];
+  const child = spawn(process.execPath, [...loader, script, scratch], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
