@@ -1,5 +1,5 @@
-// `DATABASE_URL=postgres://… node --import tsx bench/caches.ts` (`npm run bench:caches`): the caches of
-// several processes on one PostgreSQL database (docs/architecture.md "Many processes").
+// `DATABASE_URL=postgres://… node --import tsx bench/caches.ts`: the caches of several processes on one
+// PostgreSQL database (docs/architecture.md "Many processes"). `npm run bench` on PostgreSQL runs part 1.
 //  1. Revocation lag: two `platform start` processes A and B on a fresh database. Per trial a machine user's
 //     new personal access token is accepted by B (B caches it), removed through A, then sent to B again and
 //     again until B refuses it; the lag is the time from A's answer to B's refusal (BENCH_TRIALS, default
@@ -7,15 +7,17 @@
 //  2. Write throughput with the notification: PATCH /settings/v3alpha/languages (one event append, which
 //     notifies) on A while B listens, BENCH_CONNECTIONS (16) for BENCH_DURATION (10) s. With
 //     BENCH_BASELINE=<checkout of an earlier version> the same against that version's A and B, alternating
-//     BENCH_ROUNDS (default 3) times.
+//     BENCH_ROUNDS (default 3) times. BENCH_PEERS=0: A alone, without B.
 //  3. The append alone: BENCH_CONNECTIONS concurrent loops of EventStore.push (one event each) in this
-//     process on a fresh database for BENCH_DURATION s: without notification (the same database seen as a
-//     single-process one), with `pg_notify` inside the append's transaction (the command sends it), and as
-//     the event store sends it (after the commit, batched), alternating BENCH_ROUNDS times.
+//     process on a fresh database: without notification (the same database seen as a single-process one),
+//     with `pg_notify` inside the append's transaction (the command sends it), and as the event store sends
+//     it (after the commit, batched); in slices of BENCH_SLICE (2) s taking turns, BENCH_DURATION ×
+//     BENCH_ROUNDS s per variant in all.
 import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import autocannon from "autocannon";
 import { EventStore } from "../src/eventstore/eventstore.ts";
 import { newId } from "../src/id.ts";
@@ -26,16 +28,15 @@ import { PostgresDatabase } from "../src/storage/postgres.ts";
 import { freshBackend, type TestBackend, tempDir } from "../test/helpers.ts";
 import { type RunningProcess, startProcess } from "../test/process.ts";
 
-if (!process.env.DATABASE_URL) {
-  console.error("bench/caches.ts needs PostgreSQL: set DATABASE_URL (several processes share one database)");
-  process.exit(2);
-}
 const duration = Number(process.env.BENCH_DURATION ?? 10);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const trials = Number(process.env.BENCH_TRIALS ?? 200);
 const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const baseline = process.env.BENCH_BASELINE ? path.resolve(process.env.BENCH_BASELINE) : undefined;
 const only = process.env.BENCH_ONLY; // lag | writes | append
+const slice = Number(process.env.BENCH_SLICE ?? 2);
+/** Part 2: whether B runs (1) or A writes alone (0). */
+const peers = Number(process.env.BENCH_PEERS ?? 1);
 const root = path.resolve(import.meta.dirname, "..");
 
 interface Pair {
@@ -53,13 +54,13 @@ async function startPair(checkout: string): Promise<Pair> {
   const bin = [process.execPath, path.join(checkout, "bin/platform.js"), "start"];
   const common = { ...backend.env, PLATFORM_PORT: "0", PLATFORM_MASTERKEY: randomBytes(32).toString("hex") };
   const a = await startProcess({ ...common, PLATFORM_FIRSTINSTANCE_PAT_PATH: patPath }, 60_000, bin);
-  const b = await startProcess(common, 60_000, bin);
+  const b = peers > 0 ? await startProcess(common, 60_000, bin) : a;
   return {
     a,
     b,
     admin: readFileSync(patPath, "utf8").trim(),
     async stop() {
-      await b.stop();
+      if (b !== a) await b.stop();
       await a.stop();
       await backend.cleanup();
       rmSync(dir, { recursive: true, force: true });
@@ -81,7 +82,7 @@ const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 const ms = (n: number) => n.toFixed(1);
 
-async function revocationLag(): Promise<void> {
+export async function revocationLag(): Promise<void> {
   const pair = await startPair(root);
   try {
     const { a, b, admin } = pair;
@@ -131,7 +132,18 @@ async function revocationLag(): Promise<void> {
   }
 }
 
+/** CPU time (user + system, ms) a process used so far, from /proc (Linux). */
+function cpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return Number.NaN;
+  }
+}
+
 async function patchLoad(pair: Pair) {
+  const cpuBefore = [cpuMs(pair.a.child.pid), cpuMs(pair.b.child.pid)];
   let i = 0;
   const bodies = ['{"default_language":{"key":"de"}}', '{"default_language":{"key":"fr"}}'];
   const result = await autocannon({
@@ -142,20 +154,24 @@ async function patchLoad(pair: Pair) {
     duration,
     requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, body: bodies[i++ % 2] }) }],
   });
+  const requests = result.requests.total;
   return {
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
     p99: result.latency.p99,
     errors: result.errors + result.non2xx,
+    // CPU per request: steadier than req/s on a shared machine
+    cpuA: (cpuMs(pair.a.child.pid) - cpuBefore[0]) / requests,
+    cpuB: pair.b === pair.a ? Number.NaN : (cpuMs(pair.b.child.pid) - cpuBefore[1]) / requests,
   };
 }
 
 async function writeThroughput(): Promise<void> {
   console.log(
-    `PATCH /settings/v3alpha/languages on A while B listens, ${connections} connections, ${duration} s\n`,
+    `PATCH /settings/v3alpha/languages on A${peers > 0 ? " while B listens" : " alone"}, ${connections} connections, ${duration} s\n`,
   );
-  console.log("| version | round | req/s | p50 ms | p99 ms | errors |");
-  console.log("|---|---:|---:|---:|---:|---:|");
+  console.log("| version | round | req/s | p50 ms | p99 ms | errors | CPU ms per request, A | B |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
   const versions: [string, string][] = [["this", root]];
   if (baseline) versions.push(["baseline", baseline]);
   for (let round = 1; round <= rounds; round++) {
@@ -163,7 +179,9 @@ async function writeThroughput(): Promise<void> {
       const pair = await startPair(checkout);
       try {
         const r = await patchLoad(pair);
-        console.log(`| ${name} | ${round} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} |`);
+        console.log(
+          `| ${name} | ${round} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.cpuA.toFixed(2)} | ${r.cpuB.toFixed(2)} |`,
+        );
       } finally {
         await pair.stop();
       }
@@ -199,7 +217,8 @@ async function appendThroughput(): Promise<void> {
     };
     const run = async ({ store, inTransaction }: { store: EventStore; inTransaction: boolean }) => {
       let count = 0;
-      const until = performance.now() + duration * 1000;
+      const started = performance.now();
+      const until = started + slice * 1000;
       await Promise.all(
         Array.from({ length: connections }, async () => {
           while (performance.now() < until) {
@@ -218,16 +237,27 @@ async function appendThroughput(): Promise<void> {
           }
         }),
       );
-      return Math.round(count / duration);
+      return (count * 1000) / (performance.now() - started);
     };
     const names = Object.keys(variants) as (keyof typeof variants)[];
-    console.log(`EventStore.push, one event per push, ${connections} concurrent, ${duration} s (pushes/s)\n`);
-    console.log(`| round | ${names.join(" | ")} |`);
-    console.log(`|---:|${names.map(() => "---:").join("|")}|`);
-    for (let round = 1; round <= rounds; round++) {
-      const r: Record<string, number> = {};
-      for (const name of round % 2 ? names : [...names].reverse()) r[name] = await run(variants[name]);
-      console.log(`| ${round} | ${names.map((n) => r[n]).join(" | ")} |`);
+    const slices = Math.max(1, Math.round((duration * rounds) / slice));
+    const measured = Object.fromEntries(names.map((n) => [n, [] as number[]]));
+    // short slices, the variants taking turns: the disk's pace drifts (checkpoints, other work on the machine)
+    for (let i = 0; i < slices; i++)
+      for (const name of i % 2 ? [...names].reverse() : names) measured[name].push(await run(variants[name]));
+    console.log(
+      `EventStore.push, one event per push, ${connections} concurrent: ${slices} slices of ${slice} s per variant, taking turns (pushes/s)\n`,
+    );
+    // each slice beside the "none" slice of the same turn: the ratio is what the variant costs then
+    console.log("| variant | median | mean | min | max | median ratio to none, same turn |");
+    console.log("|---|---:|---:|---:|---:|---:|");
+    for (const name of names) {
+      const sorted = [...measured[name]].sort((x, y) => x - y);
+      const mean = sorted.reduce((sum, x) => sum + x, 0) / sorted.length;
+      const ratios = measured[name].map((x, i) => x / measured.none[i]).sort((x, y) => x - y);
+      console.log(
+        `| ${name} | ${Math.round(percentile(sorted, 0.5))} | ${Math.round(mean)} | ${Math.round(sorted[0])} | ${Math.round(sorted.at(-1)!)} | ${percentile(ratios, 0.5).toFixed(2)} |`,
+      );
     }
     console.log();
   } finally {
@@ -236,13 +266,21 @@ async function appendThroughput(): Promise<void> {
   }
 }
 
-const cpu = os.cpus()[0]?.model ?? "unknown CPU";
-console.log(
-  `Caches across processes: ${os.cpus().length} × ${cpu}, node ${process.version}, PostgreSQL; load average ${os
-    .loadavg()
-    .map((l) => l.toFixed(1))
-    .join(" ")}\n`,
-);
-if (!only || only === "lag") await revocationLag();
-if (!only || only === "writes") await writeThroughput();
-if (!only || only === "append") await appendThroughput();
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  if (!process.env.DATABASE_URL) {
+    console.error(
+      "bench/caches.ts needs PostgreSQL: set DATABASE_URL (several processes share one database)",
+    );
+    process.exit(2);
+  }
+  const cpu = os.cpus()[0]?.model ?? "unknown CPU";
+  console.log(
+    `Caches across processes: ${os.cpus().length} × ${cpu}, node ${process.version}, PostgreSQL; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}\n`,
+  );
+  if (!only || only === "lag") await revocationLag();
+  if (!only || only === "writes") await writeThroughput();
+  if (!only || only === "append") await appendThroughput();
+}

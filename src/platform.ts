@@ -156,6 +156,7 @@ export async function createPlatform(
       closing ??= (async () => {
         try {
           await app.close();
+          await eventStore.broadcast.flushed(); // the last changes' notifications
         } finally {
           await db.close();
         }

@@ -31,12 +31,15 @@ describe("broadcast of cache changes", () => {
     const { db, statements } = recorder();
     const broadcast = new Broadcast(db);
     const first = broadcast.publish(EVENTS_TOPIC, [10, 10]);
+    await new Promise((resolve) => setImmediate(resolve)); // its statement is on its way
     const rest = [
       broadcast.publish(EVENTS_TOPIC, [12, 14]),
       broadcast.publish(EVENTS_TOPIC, [11, 11]),
       broadcast.publish(EVENTS_TOPIC, [5_000, 5_001]),
       broadcast.publish("revoked", { instanceId: "i", tokenId: "t" }),
     ];
+    await broadcast.flushed();
+    assert.equal(statements.length, 2);
     await Promise.all([first, ...rest]);
     const p = broadcast.processId;
     assert.deepEqual(statements, [

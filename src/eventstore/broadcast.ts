@@ -11,13 +11,12 @@
  *
  * Sent right after the change committed, not inside its transaction: a transaction that NOTIFYs holds a
  * lock that is global to the PostgreSQL server from its commit until the commit is flushed to disk, so
- * every writing transaction notifying would serialize all commits (no group commit): the appends of 16
- * concurrent writers dropped to about a third. Instead the messages of the commits that happen while one
- * statement is on its way are sent together by the next one, a transaction of its own that commits without
- * waiting for the disk (it changes no data). `publish` resolves once PostgreSQL has queued them, so a
- * write's answer, or a command line tool's exit, comes after its notification. The price: a process that
- * dies between its commit and that statement leaves the others' caches to their expiry (2–5 s), as when
- * the statement fails.
+ * every writing transaction notifying would serialize all commits (no group commit; bench/caches.ts).
+ * Instead the messages of the commits that happen while one statement is on its way are sent together by
+ * the next one, a transaction of its own that commits without waiting for the disk (it changes no data).
+ * Writers do not wait for it (it would add a round trip to every write); whoever closes the database first
+ * waits for `flushed()`. The price: a process that dies between its commit and that statement leaves the
+ * others' caches to their expiry (2–5 s), as when the statement fails.
  *
  * The embedded database serves one process: nothing is sent there, and nobody listens.
  */
@@ -32,6 +31,12 @@ const STALE = "stale";
 const MAX_PAYLOAD_BYTES = 7_999;
 /** Ranges of positions sent together are merged when this close: fewer notifications, fewer reads. */
 const MERGE_GAP = 64;
+/**
+ * At most one statement per this interval and process: under load the messages of many commits share one
+ * (and their close ranges one notification), which keeps the cost per write small; when idle the first
+ * message goes at once.
+ */
+const SEND_INTERVAL_MS = 10;
 /** A failed send is logged at most this often. */
 const WARN_EVERY_MS = 60_000;
 
@@ -58,8 +63,9 @@ export class Broadcast {
   private readonly staleListeners: Array<() => void> = [];
   private queue: Pending[] = [];
   private waiting: Array<() => void> = [];
-  private sending = false;
+  private sending: Promise<void> | undefined;
   private lastWarning = 0;
+  private lastSent = 0;
 
   /**
    * `db` sends the messages: PostgreSQL, where several processes may share the database. Without it (the
@@ -79,8 +85,13 @@ export class Broadcast {
     if (!this.db) return Promise.resolve();
     this.queue.push({ topic, message });
     const sent = new Promise<void>((resolve) => this.waiting.push(resolve));
-    if (!this.sending) void this.drain(this.db);
+    this.sending ??= this.drain(this.db);
     return sent;
+  }
+
+  /** Resolves once everything published so far is sent (before the database closes). */
+  async flushed(): Promise<void> {
+    await this.sending;
   }
 
   /**
@@ -131,8 +142,11 @@ export class Broadcast {
 
   /** Sends what is queued, one statement at a time; what arrives meanwhile goes with the next one. */
   private async drain(db: Queryable): Promise<void> {
-    this.sending = true;
+    await Promise.resolve(); // `sending` is set before the loop looks at the queue
     while (this.queue.length > 0) {
+      const wait = this.lastSent + SEND_INTERVAL_MS - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      this.lastSent = Date.now();
       const batch = this.queue;
       const waiting = this.waiting;
       this.queue = [];
@@ -150,7 +164,7 @@ export class Broadcast {
       }
       for (const resolve of waiting) resolve();
     }
-    this.sending = false;
+    this.sending = undefined;
   }
 
   /** The payloads of a batch: event ranges merged where they are close, each message within the limit. */

@@ -178,8 +178,9 @@ export class EventStore {
         bound = claimed && stored.length > 0;
         if (stored.length > 0) {
           this.committed(stored);
-          // the other processes (./broadcast.ts): `[first, last]` position of this push's events
-          await this.broadcast.publish(EVENTS_TOPIC, [stored[0].position, stored.at(-1)!.position]);
+          // the other processes (./broadcast.ts): `[first, last]` position of this push's events; sent in
+          // the background, batched with other pushes' (`broadcast.flushed()` before closing the database)
+          void this.broadcast.publish(EVENTS_TOPIC, [stored[0].position, stored.at(-1)!.position]);
         }
         return stored;
       } catch (error) {

@@ -454,9 +454,9 @@ export class TokenStore {
   }
 
   /** A committed revocation of this store: this process's listeners, then the other processes'. */
-  private async announce(revocation: Revocation): Promise<void> {
+  private announce(revocation: Revocation): void {
     this.revoked(revocation);
-    await this.broadcast.publish(REVOKED_TOPIC, revocation);
+    void this.broadcast.publish(REVOKED_TOPIC, revocation);
   }
 
   /** Stores an access token (batched with concurrent ones; resolved once committed). */
@@ -477,7 +477,7 @@ export class TokenStore {
       "UPDATE oidc_access_tokens SET revoked_at = now() WHERE instance_id = $1 AND id = $2 AND revoked_at IS NULL",
       [instanceId, id],
     );
-    await this.announce({ instanceId, tokenId: id });
+    this.announce({ instanceId, tokenId: id });
   }
 
   /** Revokes every refresh and access token of a family (a code's or a refresh chain's descendants). */
@@ -492,7 +492,7 @@ export class TokenStore {
         [instanceId, familyId],
       );
     });
-    await this.announce({ instanceId, familyId });
+    this.announce({ instanceId, familyId });
   }
 
   /**
