@@ -13,6 +13,8 @@
 //     with `pg_notify` inside the append's transaction (the command sends it), and as the event store sends
 //     it (after the commit, batched); in slices of BENCH_SLICE (2) s taking turns, BENCH_DURATION ×
 //     BENCH_ROUNDS s per variant in all.
+//  4. The login UI's shared rate limit: the upsert that counts one attempt (src/login/rate-limits.ts), one
+//     after the other (latency) and BENCH_CONNECTIONS at once for BENCH_DURATION s (throughput).
 import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -21,6 +23,7 @@ import { pathToFileURL } from "node:url";
 import autocannon from "autocannon";
 import { EventStore } from "../src/eventstore/eventstore.ts";
 import { newId } from "../src/id.ts";
+import { countAttempt } from "../src/login/rate-limits.ts";
 import { projections } from "../src/query/projections/index.ts";
 import type { Database } from "../src/storage/database.ts";
 import { migrate } from "../src/storage/migrate.ts";
@@ -33,7 +36,7 @@ const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const trials = Number(process.env.BENCH_TRIALS ?? 200);
 const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const baseline = process.env.BENCH_BASELINE ? path.resolve(process.env.BENCH_BASELINE) : undefined;
-const only = process.env.BENCH_ONLY; // lag | writes | append
+const only = process.env.BENCH_ONLY; // lag | writes | append | ratelimit
 const slice = Number(process.env.BENCH_SLICE ?? 2);
 /** Part 2: whether B runs (1) or A writes alone (0). */
 const peers = Number(process.env.BENCH_PEERS ?? 1);
@@ -266,6 +269,39 @@ async function appendThroughput(): Promise<void> {
   }
 }
 
+async function rateLimitCost(): Promise<void> {
+  const backend = await freshBackend();
+  const db = new PostgresDatabase(backend.env.DATABASE_URL);
+  try {
+    await migrate(db);
+    const latencies: number[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const started = performance.now();
+      await countAttempt(db, `name:user-${i % 50}`, 60_000);
+      latencies.push(performance.now() - started);
+    }
+    latencies.sort((x, y) => x - y);
+    let count = 0;
+    const until = performance.now() + duration * 1000;
+    await Promise.all(
+      Array.from({ length: connections }, async (_, worker) => {
+        for (let i = 0; performance.now() < until; i++, count++)
+          await countAttempt(db, `192.0.2.${(worker * 7 + i) % 200}`, 60_000);
+      }),
+    );
+    console.log("Login rate limit on PostgreSQL: one counted attempt (an upsert)\n");
+    console.log("| one at a time: p50 ms | p99 ms | " + `${connections} at once: attempts/s |`);
+    console.log("|---:|---:|---:|");
+    console.log(
+      `| ${ms(percentile(latencies, 0.5))} | ${ms(percentile(latencies, 0.99))} | ${Math.round(count / duration)} |`,
+    );
+    console.log();
+  } finally {
+    await db.close();
+    await backend.cleanup();
+  }
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   if (!process.env.DATABASE_URL) {
     console.error(
@@ -283,4 +319,5 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   if (!only || only === "lag") await revocationLag();
   if (!only || only === "writes") await writeThroughput();
   if (!only || only === "append") await appendThroughput();
+  if (!only || only === "ratelimit") await rateLimitCost();
 }
