@@ -5,7 +5,7 @@
 // under the same load generator.
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
-// BENCH_ONLY (api | oidc | signin | tracing; default all but tracing), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
+// BENCH_ONLY (api | oidc | signin | tracing | caches; default all but tracing; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8).
@@ -122,6 +122,9 @@ try {
   if (!only || only === "api") await apiScenarios();
   if (!only || only === "oidc") await oidcScenarios();
   if (!only || only === "signin") await signInScenario();
+  // two processes on one PostgreSQL database: how soon one refuses what the other revoked (bench/caches.ts)
+  if (process.env.DATABASE_URL && (!only || only === "caches"))
+    await (await import("./caches.ts")).revocationLag();
 } finally {
   peer?.kill("SIGTERM");
   child.kill("SIGTERM");

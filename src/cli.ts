@@ -98,6 +98,7 @@ export async function main(argv: string[]): Promise<number> {
           const store = new EventStore(db, projections);
           for (const name of names)
             process.stdout.write(`${name}: replayed ${await store.rebuild(name)} events\n`);
+          await store.broadcast.flushed(); // running servers clear their caches
         } finally {
           await db.close();
         }

@@ -10,6 +10,7 @@ import { Authorizer } from "./auth/authorize.ts";
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
 import { type Config, resolveMasterKey } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
+import { CACHE_CHANNEL } from "./eventstore/broadcast.ts";
 import { EventStore } from "./eventstore/eventstore.ts";
 import { createExecutions, type Executions } from "./execution/index.ts";
 import { type AuthRequestCompleter, type Login, registerLogin } from "./login/index.ts";
@@ -28,6 +29,7 @@ import { apiServices } from "./services/index.ts";
 import type { Database, ProcessLease } from "./storage/database.ts";
 import { IdempotencyStore } from "./storage/idempotency.ts";
 import { migrate } from "./storage/migrate.ts";
+import { NotificationListener } from "./storage/notifications.ts";
 import { openDatabase } from "./storage/open.ts";
 import { tracedDatabase } from "./tracing/database.ts";
 import { startTracing } from "./tracing/tracing.ts";
@@ -98,6 +100,7 @@ export async function createPlatform(
       for (const event of events)
         if (event.aggregateType === INSTANCE) instances.invalidate(event.aggregateId);
     });
+    eventStore.onStale(() => instances.invalidate());
     const bootstrapResult = await bootstrap(eventStore, config);
     const outbound = OutboundPolicy.fromConfig(config, { resolve: options.resolve });
     const deps: ServiceDeps = {
@@ -160,9 +163,23 @@ export async function createPlatform(
     );
     const login = registerLogin(app, deps, { completer: options.authRequestCompleter ?? oidc.completer });
     oidc.registerBrowserEndpoints(app, login);
+    // Other processes on the database: what they change reaches this one's caches, their event deliveries
+    // wake its worker (src/storage/notifications.ts).
+    const listener =
+      db.kind === "postgres" && config.databaseUrl
+        ? new NotificationListener(config.databaseUrl, app.log.child({ component: "notifications" }))
+        : undefined;
+    eventStore.broadcast.log = app.log;
+    if (listener) {
+      listener.channel(CACHE_CHANNEL, eventStore.broadcast.channel(app.log));
+      executions.listen(listener);
+      app.addHook("onClose", () => listener.close());
+    }
     // stopped with the server (also when only the app is closed), before the database closes
     app.addHook("onClose", () => executions.close());
     await app.ready();
+    // serving starts with LISTEN in place (or being retried, logged)
+    await listener?.start();
     executions.start();
 
     let closing: Promise<void> | undefined;
@@ -171,6 +188,7 @@ export async function createPlatform(
         try {
           await platform.metricsListener?.close();
           await app.close();
+          await eventStore.broadcast.flushed(); // the last changes' notifications
         } finally {
           try {
             await db.close();

@@ -23,7 +23,7 @@ interface PatRow {
 
 type CachedPat = PatRow & { expiresAt: number | null };
 
-/** How long a PAT lookup is reused: the time another process may still accept a revoked token. */
+/** How long a PAT lookup is reused: the bound should another process's revocation notification be lost. */
 const PAT_CACHE_MS = 2_000;
 const PAT_CACHE_MAX = 10_000;
 
@@ -49,23 +49,36 @@ export class Authenticator {
 
   /** `<instance>:<SHA-256 of a PAT>` → its row (null: unknown), for PAT_CACHE_MS. */
   private readonly patCache = new Map<string, { pat: CachedPat | null; until: number }>();
+  /**
+   * Counts the cache's invalidations: a lookup that ran across one is not cached, since it may have read
+   * the row as it was before the change (another process's notification can arrive while it runs).
+   */
+  private patGeneration = 0;
 
   constructor(
     private readonly db: Queryable,
     private readonly config: Config,
     eventStore?: EventStore,
   ) {
-    // This process's own changes to users and their tokens apply at once; other processes' within PAT_CACHE_MS.
+    // Changes to users and their tokens apply at once: this process's, and on PostgreSQL other processes'
+    // when their notification arrives; PAT_CACHE_MS bounds an entry's age in any case.
     eventStore?.onCommitted((events) => {
       for (const event of events) {
         if (event.aggregateType === USER && PAT_INVALIDATING.has(event.type))
           this.forgetUser(event.instanceId, event.aggregateId);
-        if (event.aggregateType === INSTANCE && event.type === InstanceEvent.removed) this.patCache.clear();
+        if (event.aggregateType === INSTANCE && event.type === InstanceEvent.removed) this.forgetAll();
       }
     });
+    eventStore?.onStale(() => this.forgetAll());
+  }
+
+  private forgetAll(): void {
+    this.patGeneration++;
+    this.patCache.clear();
   }
 
   private forgetUser(instanceId: string, userId: string): void {
+    this.patGeneration++;
     for (const [hash, entry] of this.patCache) {
       if (entry.pat === null || (entry.pat.instance_id === instanceId && entry.pat.user_id === userId))
         this.patCache.delete(hash);
@@ -77,6 +90,7 @@ export class Authenticator {
     const key = `${instanceId}:${sha256(token)}`;
     const cached = this.patCache.get(key);
     if (cached && cached.until > Date.now()) return cached.pat;
+    const generation = this.patGeneration;
     const rows = await this.db.query<PatRow>(
       `SELECT p.instance_id, p.user_id, u.org_id, u.state, p.expires_at
        FROM personal_access_tokens p JOIN users u ON u.instance_id = p.instance_id AND u.id = p.user_id
@@ -87,6 +101,7 @@ export class Authenticator {
     const pat = row
       ? { ...row, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null }
       : null;
+    if (generation !== this.patGeneration) return pat;
     if (this.patCache.size >= PAT_CACHE_MAX) this.patCache.delete(this.patCache.keys().next().value!);
     this.patCache.set(key, { pat, until: Date.now() + PAT_CACHE_MS });
     return pat;

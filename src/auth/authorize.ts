@@ -36,8 +36,8 @@ function membershipContext(instanceId: string, m: StoredMembership): ResolvedCon
 
 /**
  * Decides whether a caller holds a permission in a context, from the caller's memberships. Memberships
- * are read through one cache per (instance, user): this process's membership events clear it at once,
- * other processes' after at most `ttlMs`.
+ * are read through one cache per (instance, user): membership events clear it at once (other processes'
+ * when their notification arrives, on PostgreSQL), and entries expire after `ttlMs` in any case.
  */
 export class Authorizer {
   private readonly cache = new Map<string, { memberships: Promise<Membership[]>; expires: number }>();
@@ -54,6 +54,7 @@ export class Authorizer {
       }
       if (events.some((e) => e.aggregateType === MEMBERSHIP && !e.payload?.user_id)) this.cache.clear();
     });
+    eventStore.onStale(() => this.cache.clear());
   }
 
   async memberships(instanceId: string, userId: string): Promise<Membership[]> {

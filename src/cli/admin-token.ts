@@ -51,6 +51,7 @@ export async function adminToken(config: Config, options: AdminTokenOptions): Pr
       const instanceId = await commandInstance(db, options.instanceId);
       const eventStore = new EventStore(db, projections);
       issued = await issue(eventStore, instanceId, options.username);
+      await eventStore.broadcast.flushed(); // running servers see the changes at once
     } finally {
       await db.close();
     }

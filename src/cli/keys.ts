@@ -12,7 +12,8 @@ export async function rotateKeys(config: Config, instanceId: string | undefined)
     "rotate through its web keys API instead (POST /resources/v3alpha/web_keys, then POST /resources/v3alpha/web_keys/{id}/_activate; docs/oidc.md), or stop it first",
   );
   try {
-    const keys = new SigningKeys(db, resolveMasterKey(config), new EventStore(db, projections));
+    const eventStore = new EventStore(db, projections);
+    const keys = new SigningKeys(db, resolveMasterKey(config), eventStore);
     await keys.checkMasterKey();
     const instances = (
       await db.query<{ id: string }>(
@@ -29,6 +30,7 @@ export async function rotateKeys(config: Config, instanceId: string | undefined)
       const key = await keys.rotate(id);
       lines.push(`instance ${id}: signing with key ${key.kid}`);
     }
+    await eventStore.broadcast.flushed(); // running servers sign with the new keys at once
     return lines;
   } finally {
     await db.close();

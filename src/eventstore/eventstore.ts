@@ -6,6 +6,7 @@ import {
   UNIQUE_VIOLATION,
   violatedConstraint,
 } from "../storage/database.ts";
+import { Broadcast, EVENTS_TOPIC } from "./broadcast.ts";
 import { currentPushClaim } from "./claim.ts";
 import type {
   CommandTx,
@@ -83,6 +84,11 @@ export class EventStore {
   private readonly pushListeners: PushListener[] = [];
   private readonly appendHooks: AppendHook[] = [];
   private readonly appendingHooks: AppendHook[] = [];
+  /**
+   * Tells other processes on the same PostgreSQL database what this one committed (./broadcast.ts); the
+   * other writers of cached rows (OIDC token revocations) publish through it too.
+   */
+  readonly broadcast: Broadcast;
 
   constructor(
     readonly db: Database,
@@ -95,9 +101,24 @@ export class EventStore {
         this.handlers.set(eventType, list);
       }
     }
+    this.broadcast = new Broadcast(db.kind === "postgres" ? db : undefined);
+    this.broadcast.subscribe(EVENTS_TOPIC, async (message, tx) => {
+      const [first, last] = Array.isArray(message) ? message.map(Number) : [];
+      if (!Number.isSafeInteger(first) || !Number.isSafeInteger(last)) return this.broadcast.stale();
+      // The range may hold events of other transactions committed meanwhile: a cache dropping a little more
+      // than needed is harmless.
+      const rows = await tx.query<EventRow>(
+        `SELECT ${COLUMNS} FROM events WHERE position BETWEEN $1 AND $2 ORDER BY position`,
+        [first, last],
+      );
+      if (rows.length > 0) this.committed(rows.map(toStoredEvent));
+    });
   }
 
-  /** Called after every commit (cache invalidation, execution queue). Must not throw. */
+  /**
+   * Called after every commit (cache invalidation, execution queue): this process's, and on PostgreSQL
+   * other processes' too, as soon as their notification arrives (./broadcast.ts). Must not throw.
+   */
   onCommitted(listener: CommittedListener): void {
     this.listeners.push(listener);
   }
@@ -105,6 +126,18 @@ export class EventStore {
   /** Called at the end of every push, whatever its result (metrics). Must not throw. */
   onPushed(listener: PushListener): void {
     this.pushListeners.push(listener);
+  }
+
+  /**
+   * Called when this process may have missed other processes' commits (its notification connection was
+   * lost, or a change was made outside the event store): drop every cached read. Must not throw.
+   */
+  onStale(listener: () => void): void {
+    this.broadcast.onStale(listener);
+  }
+
+  private committed(events: StoredEvent[]): void {
+    for (const listener of this.listeners) listener(events);
   }
 
   /**
@@ -183,7 +216,12 @@ export class EventStore {
           return stored;
         });
         bound = claimed && stored.length > 0;
-        if (stored.length > 0) for (const listener of this.listeners) listener(stored);
+        if (stored.length > 0) {
+          this.committed(stored);
+          // the other processes (./broadcast.ts): `[first, last]` position of this push's events; sent in
+          // the background, batched with other pushes' (`broadcast.flushed()` before closing the database)
+          void this.broadcast.publish(EVENTS_TOPIC, [stored[0].position, stored.at(-1)!.position]);
+        }
         return stored;
       } catch (error) {
         // PostgreSQL ends one of two deadlocked (or serialization-failed) transactions: run it again.
@@ -311,7 +349,7 @@ export class EventStore {
   async rebuild(name: string): Promise<number> {
     const projection = this.projections.find((p) => p.name === name);
     if (!projection) throw new Error(`unknown projection ${name}`);
-    return this.db.transaction(async (tx) => {
+    const replayed = await this.db.transaction(async (tx) => {
       for (const table of projection.tables) await tx.query(`DELETE FROM ${table}`);
       let position = 0;
       let replayed = 0;
@@ -332,6 +370,10 @@ export class EventStore {
         position = batch.at(-1)!.position;
       }
     });
+    // the read model changed without new events: every process clears its caches
+    this.broadcast.stale();
+    await this.broadcast.publishStale();
+    return replayed;
   }
 }
 

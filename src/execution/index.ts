@@ -1,7 +1,7 @@
 /**
  * The execution engine assembled for one process (src/platform.ts): the engine (request, response and
  * function conditions), the outbox hook on the event store and the delivery worker (event conditions),
- * and on PostgreSQL the notification listener that wakes the worker on other processes' commits.
+ * and on PostgreSQL the notification channel that wakes the worker on other processes' commits.
  */
 import type { Interceptor } from "@connectrpc/connect";
 import type { Config } from "../config.ts";
@@ -11,10 +11,10 @@ import type { Metrics } from "../metrics/metrics.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { Database } from "../storage/database.ts";
+import type { NotificationListener } from "../storage/notifications.ts";
 import { ExecutionEngine, type ExecutionLog, type ExecutionSettings } from "./engine.ts";
 import { executionInterceptor, type IdentifyCaller } from "./interceptor.ts";
-import { listenForDeliveries } from "./notify.ts";
-import { outboxHook } from "./outbox.ts";
+import { DELIVERY_CHANNEL, outboxHook } from "./outbox.ts";
 import { DeliveryWorker } from "./worker.ts";
 
 export { ExecutionEngine } from "./engine.ts";
@@ -25,7 +25,12 @@ export interface Executions {
   worker: DeliveryWorker;
   /** The request/response interceptor (innermost, after idempotency). */
   interceptor(identify: IdentifyCaller): Interceptor;
-  /** Starts the delivery worker (and, on PostgreSQL, its notification listener). */
+  /**
+   * PostgreSQL: wakes the worker when another process committed deliveries (and whenever the process's
+   * listening connection is (re)established, in case one was missed). Before the listener starts.
+   */
+  listen(listener: NotificationListener): void;
+  /** Starts the delivery worker. */
   start(): void;
   /** Stops the worker and waits for asynchronous calls; before the database closes. */
   close(): Promise<void>;
@@ -80,20 +85,19 @@ export function createExecutions(options: {
     if (wake) worker.wake();
   });
 
-  let listener: { close(): Promise<void> } | undefined;
   let closing: Promise<void> | undefined;
   return {
     engine,
     worker,
     interceptor: (identify) => executionInterceptor(engine, identify),
+    listen(listener) {
+      listener.channel(DELIVERY_CHANNEL, { notified: () => worker.wake(), connected: () => worker.wake() });
+    },
     start() {
       worker.start();
-      if (db.kind === "postgres" && config.databaseUrl && !listener)
-        listener = listenForDeliveries(config.databaseUrl, () => worker.wake(), log);
     },
     close() {
       closing ??= (async () => {
-        await listener?.close();
         await worker.stop();
         await engine.close();
       })();

@@ -6,8 +6,9 @@
  * - per instance and candidate list, the targets of the most specific execution and its includes, in call
  *   order, each target once (`findExecutionTargets` of src/query/actions.ts: one primary-key lookup).
  *
- * This process's target and execution events clear the instance's entry at once (`onCommitted`); other
- * processes' changes are seen within `ttlMs` (docs/architecture.md "caches").
+ * Target and execution events clear the instance's entry at once (`onCommitted`: this process's, and other
+ * processes' when their notification arrives); entries expire after `ttlMs` in any case
+ * (docs/architecture.md "Many processes").
  */
 import { EXECUTION, TARGET, TargetType } from "../domain/action/events.ts";
 import { INSTANCE } from "../domain/instance/events.ts";
@@ -56,6 +57,7 @@ export class ExecutionLookup {
         else if (e.aggregateType === INSTANCE) this.entries.delete(e.aggregateId);
       }
     });
+    eventStore.onStale(() => this.clear());
   }
 
   /** Forgets everything (tests, or after a change made outside the event store). */

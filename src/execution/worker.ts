@@ -6,7 +6,7 @@
  * used up, or at once when the target was deleted or the instance's `actions` feature is off.
  *
  * It wakes on this process's commits that queued deliveries, on a PostgreSQL notification from other
- * processes (./notify.ts), when the next retry is due, and at the latest every POLL_MS. Rows a dead process
+ * processes (src/storage/notifications.ts), when the next retry is due, and at the latest every POLL_MS. Rows a dead process
  * leased become due again when their lease runs out, so after a crash or restart nothing is lost
  * (delivery is at least once: a target may see an event again, e.g. after a crash mid-call).
  */

@@ -39,6 +39,7 @@ import type { Login } from "./login.ts";
 import { registerLogoutRoutes } from "./logout.ts";
 import { checkPasswordForSignIn } from "./password.ts";
 import { registerPasswordChangeRoutes } from "./password-change.ts";
+import { sharedRateLimitStore } from "./rate-limits.ts";
 import { initials, type PageContext, renderFragment, STYLESHEET, sendPage } from "./render.ts";
 import { databaseNow, type LoginSession, needsPassword, nextStep, pendingStep } from "./sessions.ts";
 import { csrfToken, csrfValid, readUserAgent, type UserAgent } from "./user-agent.ts";
@@ -143,7 +144,11 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
   await app.register(
     async (ui) => {
       await ui.register(formbody, { bodyLimit: 64 * 1024 });
-      await ui.register(rateLimit, { global: false });
+      // PostgreSQL: counted in the database, shared by every process (./rate-limits.ts); embedded: in memory
+      await ui.register(rateLimit, {
+        global: false,
+        ...(db.kind === "postgres" ? { store: sharedRateLimitStore(db, ui.log) } : {}),
+      });
       const limitKeys = new WeakMap<FastifyRequest, string>();
       const perIp =
         config.loginAttemptsPerIp > 0

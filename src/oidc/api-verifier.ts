@@ -10,7 +10,10 @@ import { activeAccessToken, isJwt } from "./access-tokens.ts";
 import type { OidcContext } from "./context.ts";
 import { actorsOf, parseHandle, type StoredAccessToken } from "./token-store.ts";
 
-/** How long a verified access token is reused for API calls: the time another process may still accept it after a revocation. */
+/**
+ * How long a verified access token is reused for API calls: revocations drop it at once (other processes'
+ * through their notification); this bounds its age should a notification be lost.
+ */
 const CACHE_MS = 2_000;
 const CACHE_MAX = 10_000;
 
@@ -29,7 +32,10 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
   const cache = new Map<string, Entry>();
   /** Instance → its management project (set once at instance setup). */
   const managementProjects = new Map<string, string>();
+  /** Counts drops: a verification that ran across one is not cached (it may have read the token before). */
+  let generation = 0;
   const drop = (match: (token: StoredAccessToken) => boolean) => {
+    generation++;
     for (const [key, entry] of cache) if (match(entry.token)) cache.delete(key);
   };
   // Revocations include the end of browser sessions (./session-tokens.ts). An exchanged token (lineage)
@@ -65,6 +71,10 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
       }
     }
   });
+  eventStore.onStale(() => {
+    drop(() => true);
+    managementProjects.clear();
+  });
 
   return async (value, instanceId): Promise<Caller | undefined> => {
     if (!instanceId) return undefined;
@@ -73,10 +83,13 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
     let token = cache.get(key)?.token;
     if (!token || cache.get(key)!.until <= Date.now() || token.expiresAt.getTime() <= Date.now()) {
       cache.delete(key);
+      const before = generation;
       token = await activeAccessToken(ctx, instanceId, value);
       if (!token) return undefined;
-      if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);
-      cache.set(key, { token, until: Date.now() + CACHE_MS });
+      if (before === generation) {
+        if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);
+        cache.set(key, { token, until: Date.now() + CACHE_MS });
+      }
     }
     let project = managementProjects.get(instanceId);
     if (!project) {

@@ -74,7 +74,7 @@ export interface OidcClient {
 /** Finds the client of a `client_id` in an instance; undefined when this source does not know it. */
 export type ClientSource = (instanceId: string, clientId: string) => Promise<OidcClient | undefined>;
 
-/** How long a client lookup is reused: the time another process may still accept a changed secret. */
+/** How long a client lookup is reused: the bound should another process's change notification be lost. */
 const CLIENT_CACHE_MS = 2_000;
 const CLIENT_CACHE_MAX = 10_000;
 
@@ -95,13 +95,16 @@ const CLIENT_CHANGING = new Set<string>([
 
 /**
  * Resolves a `client_id` to its client, asking each source in turn (apps, then machine users), cached
- * briefly: this process's own changes apply at once, other processes' within CLIENT_CACHE_MS.
+ * briefly: changes apply at once (other processes' when their notification arrives), CLIENT_CACHE_MS bounds
+ * an entry's age in any case.
  * Further kinds of clients plug in with `addSource` (asked first).
  */
 export class ClientRegistry {
   private readonly sources: ClientSource[] = [];
   private readonly machines: ClientSource;
   private readonly cache = new Map<string, { client: OidcClient | undefined; until: number }>();
+  /** Counts invalidations (see `cached`). */
+  private generation = 0;
 
   constructor(db: Queryable, eventStore?: EventStore) {
     this.machines = machineUserClientSource(db);
@@ -114,6 +117,7 @@ export class ClientRegistry {
         if (e.aggregateType === PROJECT) this.invalidate(e.instanceId);
       }
     });
+    eventStore?.onStale(() => this.invalidate());
   }
 
   /** Adds a source asked before the ones already registered (apps are looked up before machine users). */
@@ -145,7 +149,10 @@ export class ClientRegistry {
   ): Promise<OidcClient | undefined> {
     const cached = this.cache.get(key);
     if (cached && cached.until > Date.now()) return cached.client;
+    // a lookup that ran across an invalidation may have read the client as it was before: not cached
+    const generation = this.generation;
     const client = await find();
+    if (generation !== this.generation) return client;
     if (this.cache.size >= CLIENT_CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, { client, until: Date.now() + CLIENT_CACHE_MS });
     return client;
@@ -153,6 +160,7 @@ export class ClientRegistry {
 
   /** Forgets cached clients of an instance (all when none is given). */
   invalidate(instanceId?: string): void {
+    this.generation++;
     if (instanceId === undefined) {
       this.cache.clear();
       return;

@@ -24,7 +24,7 @@ export interface KeyPolicy {
   publishAfterMs: number;
   /** How early the next key is created and published before it starts signing (≫ the JWKS max-age). */
   prepublishMs: number;
-  /** How long a process reuses the keys it read (other processes' changes are seen within this). */
+  /** How long a process reuses the keys it read (the bound should another process's notification be lost). */
   cacheMs: number;
 }
 

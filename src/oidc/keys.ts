@@ -70,6 +70,7 @@ export class SigningKeys {
         else if (e.aggregateType === INSTANCE && e.type === InstanceEvent.removed) this.forget(e.aggregateId);
       }
     });
+    eventStore.onStale(() => this.invalidate());
   }
 
   /** The key that signs now (created when the instance has none yet). */

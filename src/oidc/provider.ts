@@ -71,7 +71,7 @@ const DISCOVERY_CACHE_MS = 5_000;
 const SWEEP_INTERVAL_MS = 15 * 60_000;
 
 export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
-  const tokens = new TokenStore(deps.db);
+  const tokens = new TokenStore(deps.db, deps.eventStore.broadcast);
   endTokensWithSessions(deps.eventStore, tokens);
   // Clients: OIDC and API apps, then machine users (clients.ts).
   const clients = new ClientRegistry(deps.db, deps.eventStore);
@@ -96,6 +96,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     // discovery lists the algorithms of the published keys
     if (events.some((e) => [SETTINGS, INSTANCE, WEB_KEY].includes(e.aggregateType))) discoveryCache.clear();
   });
+  deps.eventStore.onStale(() => discoveryCache.clear());
 
   const provider: OidcProvider = Object.assign(ctx, {
     issueAuthorizationCode: (request: AuthorizationCodeRequest) => issueAuthorizationCode(ctx, request),

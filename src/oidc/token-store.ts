@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { constantTimeEqual, sha256 } from "../crypto/tokens.ts";
 import { UserState } from "../domain/user/events.ts";
+import { Broadcast } from "../eventstore/broadcast.ts";
 import type { Database, Queryable } from "../storage/database.ts";
 import { Batcher } from "./batch.ts";
 import { toUserRecord, USER_COLUMNS, type UserRecord } from "./claims.ts";
@@ -189,6 +190,20 @@ export type Revocation = {
   sessionIds?: string[];
   userIds?: string[];
 };
+
+/** The broadcast topic of revocations made outside events (those of sessions come with their events). */
+const REVOKED_TOPIC = "revoked";
+
+/** A revocation as another process sent it; undefined when it is not one. */
+function revocationOf(message: unknown): Revocation | undefined {
+  const m = message as Record<string, unknown> | null;
+  const text = (v: unknown) => v === undefined || typeof v === "string";
+  const texts = (v: unknown) =>
+    v === undefined || (Array.isArray(v) && v.every((x) => typeof x === "string"));
+  if (!m || typeof m.instanceId !== "string" || !text(m.tokenId) || !text(m.familyId)) return undefined;
+  if (!texts(m.sessionIds) || !texts(m.userIds)) return undefined;
+  return m as Revocation;
+}
 
 const ACCESS_COLUMNS = [
   "instance_id",
@@ -410,9 +425,25 @@ export class TokenStore {
     return keys.map((k) => found.get(`${k.instanceId}\u0000${k.id}`));
   }, 200);
 
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    /**
+     * Tells the other processes on the same PostgreSQL database about revocations, and this one about
+     * theirs (src/eventstore/broadcast.ts); the embedded database's is disabled.
+     */
+    private readonly broadcast: Broadcast = new Broadcast(),
+  ) {
+    broadcast.subscribe(REVOKED_TOPIC, (message) => {
+      const revocation = revocationOf(message);
+      if (revocation) this.revoked(revocation);
+      else broadcast.stale();
+    });
+  }
 
-  /** Called after this process revoked tokens (and committed). */
+  /**
+   * Called after a revocation committed: this process's, and other processes' as soon as their
+   * notification arrives.
+   */
   onRevoked(listener: (revocation: Revocation) => void): void {
     this.listeners.push(listener);
   }
@@ -420,6 +451,12 @@ export class TokenStore {
   /** Tells the listeners about a revocation once it is committed (those of revokeSessions: its caller). */
   revoked(revocation: Revocation): void {
     for (const listener of this.listeners) listener(revocation);
+  }
+
+  /** A committed revocation of this store: this process's listeners, then the other processes'. */
+  private announce(revocation: Revocation): void {
+    this.revoked(revocation);
+    void this.broadcast.publish(REVOKED_TOPIC, revocation);
   }
 
   /** Stores an access token (batched with concurrent ones; resolved once committed). */
@@ -440,7 +477,7 @@ export class TokenStore {
       "UPDATE oidc_access_tokens SET revoked_at = now() WHERE instance_id = $1 AND id = $2 AND revoked_at IS NULL",
       [instanceId, id],
     );
-    this.revoked({ instanceId, tokenId: id });
+    this.announce({ instanceId, tokenId: id });
   }
 
   /** Revokes every refresh and access token of a family (a code's or a refresh chain's descendants). */
@@ -455,7 +492,7 @@ export class TokenStore {
         [instanceId, familyId],
       );
     });
-    this.revoked({ instanceId, familyId });
+    this.announce({ instanceId, familyId });
   }
 
   /**

@@ -7,7 +7,8 @@ import { resolveSetting, settingsLayers } from "./settings.ts";
 
 /**
  * The feature flags in force for an instance (system defaults overridden by the instance), cached per
- * instance: this process's settings changes clear the cache, other processes' are seen within `ttlMs`.
+ * instance: settings changes clear the cache (other processes' when their notification arrives), entries
+ * expire after `ttlMs` in any case.
  */
 export class FeatureGate {
   private readonly cache = new Map<
@@ -24,6 +25,7 @@ export class FeatureGate {
       if (events.some((e) => e.aggregateType === SETTINGS && e.payload?.category === FEATURES))
         this.cache.clear();
     });
+    eventStore.onStale(() => this.cache.clear());
   }
 
   flags(instanceId: string): Promise<Record<FeatureFlag, boolean>> {

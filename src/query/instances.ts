@@ -26,8 +26,8 @@ const SELECT_INSTANCE = `
 
 /**
  * Host → instance, cached. Only found instances are cached, so a new instance's domain resolves at
- * once; this process's own writes invalidate entries immediately (see `invalidate`), other processes'
- * writes are seen after at most `ttlMs`.
+ * once; writes invalidate entries immediately (see `invalidate`; other processes' when their notification
+ * arrives), and entries expire after `ttlMs` in any case.
  */
 export class InstanceDirectory {
   private readonly byHostCache = new Map<string, { info: InstanceInfo; expires: number }>();

@@ -128,8 +128,9 @@ export interface IdpButton {
 
 /**
  * How long the login-name page reuses an organization's provider list. This process's own changes to
- * providers, policies and organizations apply at once; another process's within this time (the start route
- * checks the provider again, so a provider deactivated meanwhile is refused there).
+ * providers, policies and organizations apply at once, another process's when its notification arrives;
+ * this bounds an entry's age should one be lost (the start route checks the provider again, so a provider
+ * deactivated meanwhile is refused there).
  */
 const BUTTONS_CACHE_MS = 5_000;
 /** Bounds of one request to a provider (discovery documents and key sets are small). */
@@ -170,6 +171,7 @@ export class LoginIdps {
         if (e.aggregateType === IDP || e.aggregateType === ORG) this.forgetInstance(e.instanceId);
       }
     });
+    login.deps.eventStore.onStale(() => this.buttonCache.clear());
   }
 
   /** Closes the kept-alive connections to providers. */
