@@ -204,6 +204,9 @@ export class EventStore {
               loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), events.at(-1)?.sequence ?? 0);
               return events;
             },
+            expectAt: (aggregateType, aggregateId, sequence, instanceId = ctx.instanceId) => {
+              loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), sequence);
+            },
             expect: async (aggregateType, aggregateId, instanceId = ctx.instanceId) => {
               const sequence = await currentSequence(tx, instanceId, aggregateType, aggregateId);
               loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), sequence);
@@ -263,7 +266,7 @@ export class EventStore {
       if (known === undefined) {
         const nth = (unknown.get(key) ?? 0) + 1;
         unknown.set(key, nth);
-        sequence = `COALESCE((${LAST_SEQUENCE_SQL(instance, type, id)}), 0) + ${nth}`;
+        sequence = `COALESCE((${lastSequenceSql(instance, type, id)}), 0) + ${nth}`;
       } else {
         next.set(key, known + 1);
         sequence = param(known + 1);
@@ -456,7 +459,7 @@ async function applyUniqueConstraint(tx: Queryable, instanceId: string, constrai
  * from statistics, and a fresh, never analyzed events table made it scan an instance's whole history
  * through another index.)
  */
-const LAST_SEQUENCE_SQL = (instanceId: string, aggregateType: string, aggregateId: string) =>
+export const lastSequenceSql = (instanceId: string, aggregateType: string, aggregateId: string) =>
   `SELECT sequence FROM events WHERE instance_id = ${instanceId} AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId} ORDER BY sequence DESC LIMIT 1`;
 
 async function currentSequence(
@@ -465,7 +468,7 @@ async function currentSequence(
   aggregateType: string,
   aggregateId: string,
 ) {
-  const rows = await tx.query<{ sequence: number | null }>(LAST_SEQUENCE_SQL("$1", "$2", "$3"), [
+  const rows = await tx.query<{ sequence: number | null }>(lastSequenceSql("$1", "$2", "$3"), [
     instanceId,
     aggregateType,
     aggregateId,

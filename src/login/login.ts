@@ -20,11 +20,11 @@ import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } 
 import { chooseLanguage, languageSettings, type Translator, translator } from "./i18n.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
-  databaseNow,
   type LoginSession,
   nextStep,
   type SessionSelection,
   selectionFor,
+  sessionsNow,
   sessionsOfUserAgentHash,
 } from "./sessions.ts";
 import { SettingsLayerCache } from "./settings-cache.ts";
@@ -125,7 +125,7 @@ export class Login {
     const step = nextStep(authRequest, sessions, {
       allowRegister: false,
       // the clock matters only for sessions' password check times (max_age)
-      now: sessions.length ? await databaseNow(this.deps.db) : new Date(),
+      now: sessions.length ? await sessionsNow(this.deps.db, sessions) : new Date(),
     });
     return selectionFor(step);
   }
