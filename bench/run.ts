@@ -88,6 +88,8 @@ interface Scenario {
   path: string;
   headers?: Record<string, string>;
   bodies?: string[];
+  /** A body per request (the i-th), for requests that must differ (unique usernames). */
+  body?: (i: number) => string;
 }
 
 const scenarios: Scenario[] = [
@@ -116,6 +118,23 @@ const scenarios: Scenario[] = [
     path: "/resources/v3alpha/sessions",
     headers: { ...auth, "content-type": "application/json" },
     bodies: ['{"checks":{"user":{"login_name":"admin"},"password":{"password":"Bench-Password1!"}}}'],
+  },
+  {
+    // a new human user per request (unique username and e-mail), without a password: no argon2id hash
+    name: "POST /resources/v3alpha/users (create human user, no password: event + projection)",
+    method: "POST",
+    path: "/resources/v3alpha/users",
+    headers: { ...auth, "content-type": "application/json" },
+    body: (i) => {
+      const name = `bench-${process.pid}-${Date.now().toString(36)}-${i}`;
+      return JSON.stringify({
+        username: name,
+        human: {
+          profile: { given_name: "Bench", family_name: `User ${i}` },
+          email: { address: `${name}@bench.example` },
+        },
+      });
+    },
   },
 ];
 
@@ -151,16 +170,17 @@ async function apiScenarios(): Promise<void> {
       headers: scenario.headers,
       connections,
       duration,
-      requests: scenario.bodies
-        ? [
-            {
-              setupRequest: (req: autocannon.Request) => ({
-                ...req,
-                body: scenario.bodies![i++ % scenario.bodies!.length],
-              }),
-            },
-          ]
-        : undefined,
+      requests:
+        scenario.bodies || scenario.body
+          ? [
+              {
+                setupRequest: (req: autocannon.Request) => ({
+                  ...req,
+                  body: scenario.body ? scenario.body(i++) : scenario.bodies![i++ % scenario.bodies!.length],
+                }),
+              },
+            ]
+          : undefined,
     });
     record({
       group: "api",
