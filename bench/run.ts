@@ -267,6 +267,42 @@ async function machineClient(username: string, type: "BEARER" | "JWT") {
   return { CLIENT_ID: client_id, CLIENT_SECRET: client_secret };
 }
 
+/** A project with an API app (client_secret_basic), made through the management API. */
+async function benchProject(): Promise<{ projectId: string; clientId: string; secret: string }> {
+  const headers = { ...auth, "content-type": "application/json" };
+  const project = await fetch(`${url}/resources/v3alpha/projects`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ name: "bench-api" }),
+  });
+  const projectId = ((await project.json()) as { details: { id: string } }).details.id;
+  const app = await fetch(`${url}/resources/v3alpha/projects/${projectId}/apps`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ name: "bench-api", api: { auth_method: "API_AUTH_METHOD_TYPE_BASIC" } }),
+  });
+  const { client_id, client_secret } = (await app.json()) as { client_id: string; client_secret: string };
+  return { projectId, clientId: client_id, secret: client_secret };
+}
+
+/** An access token of a machine client (client_credentials with `scope`). */
+async function clientCredentialsToken(
+  client: { CLIENT_ID: string; CLIENT_SECRET: string },
+  scope: string,
+): Promise<string> {
+  const response = await fetch(`${url}/oauth/v2/token`, {
+    method: "POST",
+    headers: {
+      authorization: `Basic ${Buffer.from(`${client.CLIENT_ID}:${client.CLIENT_SECRET}`).toString("base64")}`,
+      "content-type": "application/x-www-form-urlencoded",
+    },
+    body: new URLSearchParams({ grant_type: "client_credentials", scope }).toString(),
+  });
+  const body = (await response.json()) as { access_token?: string };
+  if (!body.access_token) throw new Error(`client_credentials (${scope}): ${JSON.stringify(body)}`);
+  return body.access_token;
+}
+
 async function oidcScenarios(): Promise<void> {
   const opaque = await machineClient("bench-opaque", "BEARER");
   const jwt = await machineClient("bench-jwt", "JWT");
@@ -282,6 +318,16 @@ async function oidcScenarios(): Promise<void> {
     body: "grant_type=client_credentials&scope=openid%20profile",
   });
   const userToken = ((await tokenResponse.json()) as { access_token: string }).access_token;
+  // Audience-scoped tokens, as machine clients of an API ask for them (the peer's comparison case is its
+  // own unscoped one: it does not know this scope). The project's API app is the resource server that
+  // introspects them.
+  const project = await benchProject();
+  const scoped = { SCOPE: `openid urn:platform:iam:org:project:id:${project.projectId}:aud` };
+  const introspectAsApi = {
+    INTROSPECT_CLIENT_ID: project.clientId,
+    INTROSPECT_CLIENT_SECRET: project.secret,
+  };
+  const scopedUserToken = await clientCredentialsToken(opaque, `${scoped.SCOPE} profile`);
 
   const oidc: Array<{ name: string; ours: () => Promise<Measured>; peer?: string }> = [
     { name: "discovery", ours: () => peerLoad(url, "discovery", opaque), peer: "discovery" },
@@ -311,6 +357,34 @@ async function oidcScenarios(): Promise<void> {
       ours: () =>
         ownLoad({ url: `${url}/oidc/v1/userinfo`, headers: { authorization: `Bearer ${userToken}` } }),
     },
+    {
+      name: "client_credentials + project audience (opaque; peer: unscoped)",
+      ours: () => peerLoad(url, "client_credentials", { ...opaque, ...scoped }),
+      peer: "client_credentials",
+    },
+    {
+      name: "client_credentials + project audience (JWT; peer: unscoped opaque)",
+      ours: () => peerLoad(url, "client_credentials", { ...jwt, ...scoped }),
+      peer: "client_credentials",
+    },
+    {
+      name: "introspection of an audience-scoped token by its API (opaque; peer: unscoped)",
+      ours: () => peerLoad(url, "introspection", { ...opaque, ...scoped, ...introspectAsApi }),
+      peer: "introspection",
+    },
+    {
+      name: "introspection of an audience-scoped token by its API (JWT; peer: unscoped opaque)",
+      ours: () => peerLoad(url, "introspection", { ...jwt, ...scoped, ...introspectAsApi }),
+      peer: "introspection",
+    },
+    {
+      // the peer's userinfo refuses client_credentials tokens: compared with its introspection (one
+      // token lookup, like userinfo)
+      name: "userinfo of an audience-scoped token (opaque; peer: introspection)",
+      ours: () =>
+        ownLoad({ url: `${url}/oidc/v1/userinfo`, headers: { authorization: `Bearer ${scopedUserToken}` } }),
+      peer: "introspection",
+    },
   ];
 
   console.log(
@@ -322,7 +396,9 @@ async function oidcScenarios(): Promise<void> {
   );
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ratio = (a: number | null, b: number | null) => (a && b ? (a / b).toFixed(2) : "–");
-  for (const scenario of oidc) {
+  // BENCH_OIDC_MATCH: only the OIDC scenarios whose name contains it (e.g. "audience")
+  const match = process.env.BENCH_OIDC_MATCH;
+  for (const scenario of oidc.filter((s) => !match || s.name.includes(match))) {
     const oursRuns: Measured[] = [];
     const theirRuns: Measured[] = [];
     for (let round = 0; round < rounds; round++) {
