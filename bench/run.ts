@@ -392,28 +392,67 @@ async function oidcScenarios(): Promise<void> {
       "peer = node-oidc-provider (in memory), ratio = ours / peer (latency: peer / ours)\n",
   );
   console.log(
-    "| scenario | req/s | p50 ms | p99 ms | peer req/s | peer p50 | peer p99 | req/s ratio | p50 ratio | p99 ratio | errors |",
+    "| scenario | req/s | p50 ms | p99 ms | peer req/s | peer p50 | peer p99 | req/s ratio | p50 ratio | p99 ratio | CPU ms/req | peer CPU ms/req | errors |",
   );
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ratio = (a: number | null, b: number | null) => (a && b ? (a / b).toFixed(2) : "–");
   // BENCH_OIDC_MATCH: only the OIDC scenarios whose name contains it (e.g. "audience")
   const match = process.env.BENCH_OIDC_MATCH;
   for (const scenario of oidc.filter((s) => !match || s.name.includes(match))) {
     const oursRuns: Measured[] = [];
     const theirRuns: Measured[] = [];
+    const oursCpu: Array<number | null> = [];
+    const theirCpu: Array<number | null> = [];
     for (let round = 0; round < rounds; round++) {
-      oursRuns.push(await scenario.ours());
-      if (peerUrl && scenario.peer) theirRuns.push(await peerLoad(peerUrl, scenario.peer));
+      oursRuns.push(await withCpu(child.pid, oursCpu, scenario.ours));
+      if (peerUrl && scenario.peer)
+        theirRuns.push(await withCpu(peer?.pid, theirCpu, () => peerLoad(peerUrl, scenario.peer!)));
     }
     const ours = median(oursRuns);
     const theirs = theirRuns.length ? median(theirRuns) : undefined;
     const errors = ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0);
+    const cpu = (values: Array<number | null>) => middle(values)?.toFixed(3) ?? "–";
     console.log(
       `| ${scenario.name} | ${ours.rps} | ${ours.p50} | ${ours.p99} | ${theirs?.rps ?? "–"} | ${theirs?.p50 ?? "–"} | ${theirs?.p99 ?? "–"} | ` +
-        `${ratio(ours.rps, theirs?.rps ?? null)} | ${ratio(theirs?.p50 ?? null, ours.p50)} | ${ratio(theirs?.p99 ?? null, ours.p99)} | ${errors} |`,
+        `${ratio(ours.rps, theirs?.rps ?? null)} | ${ratio(theirs?.p50 ?? null, ours.p50)} | ${ratio(theirs?.p99 ?? null, ours.p99)} | ` +
+        `${cpu(oursCpu)} | ${theirs ? cpu(theirCpu) : "–"} | ${errors} |`,
     );
   }
   console.log();
+}
+
+/**
+ * Runs a load and pushes the CPU time (user + system) the server process `pid` spent per request meanwhile, in
+ * ms (Linux, /proc; null elsewhere): steadier than req/s on a shared machine. The requests are estimated as
+ * req/s × (warm-up + duration), since the load generator reports those of the measured part only.
+ */
+async function withCpu(
+  pid: number | undefined,
+  into: Array<number | null>,
+  run: () => Promise<Measured>,
+): Promise<Measured> {
+  const before = cpuMs(pid);
+  const measured = await run();
+  const after = cpuMs(pid);
+  const requests = measured.rps * (warmup + duration);
+  into.push(before !== undefined && after !== undefined && requests > 0 ? (after - before) / requests : null);
+  return measured;
+}
+
+/** CPU time a process has used, in ms (clock ticks of 10 ms), from /proc/<pid>/stat. */
+function cpuMs(pid: number | undefined): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The median of the numbers given (nulls left out). */
+function middle(values: Array<number | null>): number | null {
+  const sorted = values.filter((v): v is number => v !== null).sort((a, b) => a - b);
+  return sorted.length ? sorted[Math.floor(sorted.length / 2)] : null;
 }
 
 /** Per field median of several measurements (errors summed). */
