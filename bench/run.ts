@@ -396,9 +396,9 @@ async function oidcScenarios(): Promise<void> {
   );
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ratio = (a: number | null, b: number | null) => (a && b ? (a / b).toFixed(2) : "–");
-  // BENCH_OIDC_MATCH: only the OIDC scenarios whose name contains it (e.g. "audience")
-  const match = process.env.BENCH_OIDC_MATCH;
-  for (const scenario of oidc.filter((s) => !match || s.name.includes(match))) {
+  // BENCH_OIDC_MATCH: only the OIDC scenarios whose name matches this regular expression (e.g. "audience")
+  const match = process.env.BENCH_OIDC_MATCH ? new RegExp(process.env.BENCH_OIDC_MATCH) : undefined;
+  for (const scenario of oidc.filter((s) => !match || match.test(s.name))) {
     const oursRuns: Measured[] = [];
     const theirRuns: Measured[] = [];
     const oursCpu: Array<number | null> = [];
