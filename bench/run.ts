@@ -8,7 +8,9 @@
 // BENCH_ONLY (api | oidc | signin | tracing | caches; default all but tracing; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
-// concurrent browsers, default 8).
+// concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
+// BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts).
+// Every scenario ends as a row of one table (bench/report.ts), printed at the end.
 // The browser sign-in scenario (authorize → login name → password → code → token, eight requests) runs
 // with the login UI's rate limits off and is reported beside the raw argon2id verifications per second of
 // this machine (same parameters, measured in this process while the server is idle).
@@ -20,6 +22,7 @@ import path from "node:path";
 import autocannon from "autocannon";
 import { hashPassword, verifyPassword } from "../src/crypto/password.ts";
 import { freshBackend } from "../test/helpers.ts";
+import { printTable, record } from "./report.ts";
 
 // BENCH_ONLY=tracing: the token endpoint with tracing off and on, servers of its own (./tracing.ts).
 if (process.env.BENCH_ONLY === "tracing") {
@@ -43,7 +46,11 @@ const port = 18000 + Math.floor(Math.random() * 1000);
 // A fresh database every run: a new PGlite directory, or a new database on the DATABASE_URL server.
 const backend = await freshBackend();
 
-const child = spawn(process.execPath, [path.join(root, "bin/platform.js"), "start"], {
+// BENCH_SERVER_DIR: the server under test from another checkout (an older version, for a before/after
+// comparison by bench/compare.ts); the scenarios and the load generator stay this checkout's.
+const serverDir = path.resolve(process.env.BENCH_SERVER_DIR ?? root);
+const child = spawn(process.execPath, [path.join(serverDir, "bin/platform.js"), "start"], {
+  cwd: serverDir,
   env: {
     ...process.env,
     PLATFORM_PORT: String(port),
@@ -81,6 +88,8 @@ interface Scenario {
   path: string;
   headers?: Record<string, string>;
   bodies?: string[];
+  /** A body per request (the i-th), for requests that must differ (unique usernames). */
+  body?: (i: number) => string;
 }
 
 const scenarios: Scenario[] = [
@@ -110,6 +119,23 @@ const scenarios: Scenario[] = [
     headers: { ...auth, "content-type": "application/json" },
     bodies: ['{"checks":{"user":{"login_name":"admin"},"password":{"password":"Bench-Password1!"}}}'],
   },
+  {
+    // a new human user per request (unique username and e-mail), without a password: no argon2id hash
+    name: "POST /resources/v3alpha/users (create human user, no password: event + projection)",
+    method: "POST",
+    path: "/resources/v3alpha/users",
+    headers: { ...auth, "content-type": "application/json" },
+    body: (i) => {
+      const name = `bench-${process.pid}-${Date.now().toString(36)}-${i}`;
+      return JSON.stringify({
+        username: name,
+        human: {
+          profile: { given_name: "Bench", family_name: `User ${i}` },
+          email: { address: `${name}@bench.example` },
+        },
+      });
+    },
+  },
 ];
 
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
@@ -125,6 +151,7 @@ try {
   // two processes on one PostgreSQL database: how soon one refuses what the other revoked (bench/caches.ts)
   if (process.env.DATABASE_URL && (!only || only === "caches"))
     await (await import("./caches.ts")).revocationLag();
+  printTable();
 } finally {
   peer?.kill("SIGTERM");
   child.kill("SIGTERM");
@@ -134,9 +161,7 @@ try {
 }
 
 async function apiScenarios(): Promise<void> {
-  console.log(`Management API, ${connections} connections\n`);
-  console.log("| scenario | req/s | p50 ms | p90 ms | p99 ms | errors |");
-  console.log("|---|---:|---:|---:|---:|---:|");
+  console.log(`Management API, ${connections} connections`);
   for (const scenario of scenarios) {
     let i = 0;
     const result = await autocannon({
@@ -145,23 +170,27 @@ async function apiScenarios(): Promise<void> {
       headers: scenario.headers,
       connections,
       duration,
-      requests: scenario.bodies
-        ? [
-            {
-              setupRequest: (req: autocannon.Request) => ({
-                ...req,
-                body: scenario.bodies![i++ % scenario.bodies!.length],
-              }),
-            },
-          ]
-        : undefined,
+      requests:
+        scenario.bodies || scenario.body
+          ? [
+              {
+                setupRequest: (req: autocannon.Request) => ({
+                  ...req,
+                  body: scenario.body ? scenario.body(i++) : scenario.bodies![i++ % scenario.bodies!.length],
+                }),
+              },
+            ]
+          : undefined,
     });
-    const errors = result.errors + result.non2xx;
-    console.log(
-      `| ${scenario.name} | ${Math.round(result.requests.average)} | ${result.latency.p50} | ${result.latency.p90} | ${result.latency.p99} | ${errors} |`,
-    );
+    record({
+      group: "api",
+      scenario: scenario.name,
+      rps: Math.round(result.requests.average),
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      errors: result.errors + result.non2xx,
+    });
   }
-  console.log();
 }
 
 /** One line of the peer's load generator (bench.mjs): `{scenario, rps, p50, p99, errors, non2xx, ...}`. */
@@ -389,13 +418,8 @@ async function oidcScenarios(): Promise<void> {
 
   console.log(
     `OIDC endpoints, ${oidcConnections} connections, ${warmup} s warm-up${rounds > 1 ? `, median of ${rounds} alternating rounds` : ""}; ` +
-      "peer = node-oidc-provider (in memory), ratio = ours / peer (latency: peer / ours)\n",
+      "peer = node-oidc-provider (in memory), ratio = ours / peer (latency: peer / ours)",
   );
-  console.log(
-    "| scenario | req/s | p50 ms | p99 ms | peer req/s | peer p50 | peer p99 | req/s ratio | p50 ratio | p99 ratio | CPU ms/req | peer CPU ms/req | errors |",
-  );
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  const ratio = (a: number | null, b: number | null) => (a && b ? (a / b).toFixed(2) : "–");
   // BENCH_OIDC_MATCH: only the OIDC scenarios whose name matches this regular expression (e.g. "audience")
   const match = process.env.BENCH_OIDC_MATCH ? new RegExp(process.env.BENCH_OIDC_MATCH) : undefined;
   for (const scenario of oidc.filter((s) => !match || match.test(s.name))) {
@@ -410,15 +434,18 @@ async function oidcScenarios(): Promise<void> {
     }
     const ours = median(oursRuns);
     const theirs = theirRuns.length ? median(theirRuns) : undefined;
-    const errors = ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0);
     const cpu = (values: Array<number | null>) => middle(values)?.toFixed(3) ?? "–";
-    console.log(
-      `| ${scenario.name} | ${ours.rps} | ${ours.p50} | ${ours.p99} | ${theirs?.rps ?? "–"} | ${theirs?.p50 ?? "–"} | ${theirs?.p99 ?? "–"} | ` +
-        `${ratio(ours.rps, theirs?.rps ?? null)} | ${ratio(theirs?.p50 ?? null, ours.p50)} | ${ratio(theirs?.p99 ?? null, ours.p99)} | ` +
-        `${cpu(oursCpu)} | ${theirs ? cpu(theirCpu) : "–"} | ${errors} |`,
-    );
+    record({
+      group: "oidc",
+      scenario: scenario.name,
+      rps: ours.rps,
+      p50: ours.p50,
+      p99: ours.p99,
+      errors: ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0),
+      reference: theirs && { name: "peer", rps: theirs.rps, p50: theirs.p50, p99: theirs.p99 },
+      note: `server CPU per request ${cpu(oursCpu)} ms${theirs ? `, peer ${cpu(theirCpu)} ms` : ""}`,
+    });
   }
-  console.log();
 }
 
 /**
@@ -620,27 +647,28 @@ async function signInScenario(): Promise<void> {
   }
   const mid = (runs: Run[], pick: (r: Run) => number) =>
     runs.map(pick).sort((a, b) => a - b)[Math.floor(runs.length / 2)];
-  const row = (name: string, runs: Run[]) =>
-    `| ${name} | ${mid(runs, (r) => r.perSecond).toFixed(1)} | ${mid(runs, (r) => r.p50)} | ${mid(runs, (r) => r.p99)} | ${runs.reduce((n, r) => n + r.errors, 0)} |`;
   console.log(
     "Browser sign-in (authorize → login name → password → code → token: 8 requests, a new browser each), " +
       `${signInClients} concurrent browsers, ${warmup} s warm-up` +
-      `${rounds > 1 ? `, median of ${rounds} rounds alternating with the raw argon2id measurement` : ""}\n`,
-  );
-  console.log("| scenario | per second | p50 ms | p99 ms | errors |");
-  console.log("|---|---:|---:|---:|---:|");
-  console.log(row("full browser sign-ins", signInRuns));
-  console.log(
-    row(
-      "argon2id verifications (raw, @node-rs/argon2, 19 MiB, t=2, p=1; 4 at once, this process)",
-      argonRuns,
-    ),
+      `${rounds > 1 ? `, median of ${rounds} rounds alternating with the raw argon2id measurement` : ""}`,
   );
   const ratios = signInRuns.map((r, i) => (r.perSecond / argonRuns[i].perSecond).toFixed(2));
-  console.log(
-    `\nsign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password)`,
-  );
   const firstError = signInRuns.find((r) => r.firstError)?.firstError;
-  if (firstError) console.log(`first error: ${firstError}`);
-  console.log();
+  record({
+    group: "signin",
+    scenario: `full browser sign-ins (${signInClients} browsers)`,
+    rps: mid(signInRuns, (r) => r.perSecond),
+    p50: mid(signInRuns, (r) => r.p50),
+    p99: mid(signInRuns, (r) => r.p99),
+    errors: signInRuns.reduce((n, r) => n + r.errors, 0),
+    reference: {
+      name: "raw argon2id (19 MiB, t=2, p=1; 4 at once)",
+      rps: mid(argonRuns, (r) => r.perSecond),
+      p50: mid(argonRuns, (r) => r.p50),
+      p99: mid(argonRuns, (r) => r.p99),
+    },
+    note:
+      `sign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password)` +
+      (firstError ? `; first error: ${firstError}` : ""),
+  });
 }

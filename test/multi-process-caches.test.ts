@@ -161,6 +161,22 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
     t.diagnostic(`B dropped it ${lag.toFixed(1)} ms after A answered`);
   });
 
+  it("the default language changed through A: B's login pages speak it at once (settings cached 5 s before)", async (t) => {
+    const pageLanguage = async () => {
+      const page = await new HttpBrowser(b.url).follow("/ui/login/loginname");
+      assert.equal(page.status, 200);
+      return /<html lang="([^"]+)"/.exec(page.text)?.[1];
+    };
+    assert.equal(await pageLanguage(), "en", "B's login page speaks the default (and caches the settings)");
+    const patched = await restA("PATCH", "/settings/v3alpha/languages", {
+      json: { default_language: { key: "de" } },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    const lag = await lagUntil("B's login page speaks German", async () => (await pageLanguage()) === "de");
+    t.diagnostic(`B switched ${lag.toFixed(1)} ms after A answered`);
+    await restA("PATCH", "/settings/v3alpha/languages", { json: { default_language: { key: "en" } } });
+  });
+
   it("a web key activated through A: B signs with it at once (keys cached 5 s before)", async (t) => {
     const jwtClient = await machineClient(a, owner, "jwt-robot", { accessTokenType: "JWT" });
     const kidAtB = async () => decodeProtectedHeader(await clientCredentials(b, jwtClient)).kid;

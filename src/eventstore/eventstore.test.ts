@@ -20,6 +20,7 @@ import { OwnerType } from "../domain/settings/events.ts";
 import { changeUserGrant, createUserGrant } from "../domain/usergrant/commands.ts";
 import { AlreadyExistsError } from "../errors.ts";
 import { newId } from "../id.ts";
+import { lastSequenceSql } from "./eventstore.ts";
 import type { NewEvent } from "./types.ts";
 
 describe("event store", () => {
@@ -33,6 +34,21 @@ describe("event store", () => {
 
   const countEvents = async () =>
     Number((await platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM events"))[0].n);
+
+  it("the last-sequence lookup uses the primary key on a fresh, never analyzed events table", async () => {
+    const plan = (
+      await platform.db.query<Record<string, string>>(
+        `EXPLAIN ${lastSequenceSql("$1", "$2", "$3").replace("$1", "'i'").replace("$2", "'user'").replace("$3", "'u'")}`,
+      )
+    )
+      .map((row) => Object.values(row)[0])
+      .join("\n");
+    assert.match(
+      plan,
+      /Index Only Scan Backward using events_pkey|Index Scan Backward using events_pkey/,
+      plan,
+    );
+  });
 
   it("20 parallel writers to one aggregate: no duplicate sequence, no lost event", async () => {
     const aggregateId = newId();
@@ -120,6 +136,72 @@ describe("event store", () => {
     assert.equal(await countEvents(), eventsBefore);
     assert.deepEqual(await platform.db.query("SELECT id FROM users ORDER BY id"), usersBefore);
     const claimed = await platform.db.query("SELECT 1 FROM unique_constraints WHERE unique_field = 'fresh'");
+    assert.equal(claimed.length, 0);
+  });
+
+  it("events of aggregates the command did not load get their sequences in the INSERT: 1, 2, … after the last", async () => {
+    const fresh = newId();
+    const existing = newId();
+    const ctx = { instanceId, creator: "test" };
+    const counter = (aggregateId: string, n: number): NewEvent => ({
+      aggregateType: "counter",
+      aggregateId,
+      resourceOwner: instanceId,
+      type: "counter.incremented",
+      payload: { n },
+    });
+    await platform.eventStore.push(ctx, async () => [counter(existing, 0)]);
+    // neither aggregate loaded: a new one and one with history, interleaved
+    const stored = await platform.eventStore.push(ctx, async () => [
+      counter(fresh, 1),
+      counter(existing, 2),
+      counter(fresh, 3),
+      counter(existing, 4),
+    ]);
+    assert.deepEqual(
+      stored.map((e) => [e.aggregateId, e.sequence, e.payload!.n]),
+      [
+        [fresh, 1, 1],
+        [existing, 2, 2],
+        [fresh, 2, 3],
+        [existing, 3, 4],
+      ],
+    );
+    // 20 concurrent writers of one aggregate none of them loaded: the primary key orders them, no event lost
+    const racing = newId();
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => platform.eventStore.push(ctx, async () => [counter(racing, i)])),
+    );
+    const events = await platform.eventStore.aggregateEvents(instanceId, "counter", racing);
+    assert.deepEqual(
+      events.map((e) => e.sequence),
+      Array.from({ length: 20 }, (_, i) => i + 1),
+    );
+    assert.equal(new Set(events.map((e) => e.payload!.n)).size, 20);
+  });
+
+  it("two claims of one value in one push: ALREADY_EXISTS, nothing stored", async () => {
+    const orgId = platform.bootstrapResult!.orgId;
+    const before = await countEvents();
+    const machine = (username: string): NewEvent => ({
+      aggregateType: "user",
+      aggregateId: newId(),
+      resourceOwner: orgId,
+      type: "user.machine.added",
+      payload: { username, name: username, access_token_type: 0 },
+      uniqueConstraints: [
+        { action: "add", type: "username", field: username, ignoreCase: true, message: `${username} taken` },
+      ],
+    });
+    await assert.rejects(
+      platform.eventStore.push({ instanceId, creator: "test" }, async () => [
+        machine("twin"),
+        machine("TWIN"),
+      ]),
+      (error) => error instanceof AlreadyExistsError && error.message === "TWIN taken",
+    );
+    assert.equal(await countEvents(), before);
+    const claimed = await platform.db.query("SELECT 1 FROM unique_constraints WHERE unique_field = 'twin'");
     assert.equal(claimed.length, 0);
   });
 

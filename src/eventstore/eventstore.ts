@@ -204,6 +204,9 @@ export class EventStore {
               loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), events.at(-1)?.sequence ?? 0);
               return events;
             },
+            expectAt: (aggregateType, aggregateId, sequence, instanceId = ctx.instanceId) => {
+              loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), sequence);
+            },
             expect: async (aggregateType, aggregateId, instanceId = ctx.instanceId) => {
               const sequence = await currentSequence(tx, instanceId, aggregateType, aggregateId);
               loaded.set(aggregateKey(instanceId, aggregateType, aggregateId), sequence);
@@ -244,35 +247,69 @@ export class EventStore {
     events: NewEvent[],
     loaded: Map<string, number>,
   ): Promise<StoredEvent[]> {
+    // The sequence of each event: the last one the command loaded (or this push's previous event) + 1. An
+    // aggregate the command did not load (a new one, usually) gets its sequence in the INSERT itself (the
+    // aggregate's last sequence + 1, read by the statement: no round trip of its own); a concurrent writer
+    // of the same aggregate then makes the primary key fail, and the command runs again (SequenceConflict).
     const next = new Map<string, number>();
+    /** Events so far of each aggregate whose sequence the INSERT reads. */
+    const unknown = new Map<string, number>();
     const values: unknown[] = [];
     const rows: string[] = [];
     for (const event of events) {
       const instanceId = event.instanceId ?? ctx.instanceId;
       const key = aggregateKey(instanceId, event.aggregateType, event.aggregateId);
-      let sequence = next.get(key) ?? loaded.get(key);
-      sequence ??= await currentSequence(tx, instanceId, event.aggregateType, event.aggregateId);
-      sequence += 1;
-      next.set(key, sequence);
-      const base = values.length;
-      values.push(
-        instanceId,
-        event.aggregateType,
-        event.aggregateId,
-        sequence,
-        event.type,
-        event.payload === undefined || event.payload === null ? null : JSON.stringify(event.payload),
-        ctx.creator,
-        event.resourceOwner,
+      const param = (value: unknown) => `$${values.push(value)}`;
+      const [instance, type, id] = [param(instanceId), param(event.aggregateType), param(event.aggregateId)];
+      const known = next.get(key) ?? loaded.get(key);
+      let sequence: string;
+      if (known === undefined) {
+        const nth = (unknown.get(key) ?? 0) + 1;
+        unknown.set(key, nth);
+        sequence = `COALESCE((${lastSequenceSql(instance, type, id)}), 0) + ${nth}`;
+      } else {
+        next.set(key, known + 1);
+        sequence = param(known + 1);
+      }
+      const payload =
+        event.payload === undefined || event.payload === null ? null : JSON.stringify(event.payload);
+      rows.push(
+        `(${instance}, ${type}, ${id}, ${sequence}, ${param(event.type)}, ${param(payload)}, ${param(ctx.creator)}, ${param(event.resourceOwner)}, now())`,
       );
-      rows.push(`(${Array.from({ length: 8 }, (_, i) => `$${base + i + 1}`).join(", ")}, now())`);
+    }
+
+    // Unique values the events claim: when they are only claims of distinct values (a create), the INSERT
+    // claims them too, in the same statement (one round trip); the values it could not claim are taken.
+    // Releases (and a value released and claimed again in one push) are applied one by one, in order.
+    const claims = events.flatMap((event) =>
+      (event.uniqueConstraints ?? []).map((constraint) => ({
+        constraint,
+        key:
+          constraint.action === "remove_instance"
+            ? undefined
+            : constraintKey(event.instanceId ?? ctx.instanceId, constraint),
+      })),
+    );
+    const claimKeys = new Set(claims.map((c) => c.key?.join("\u0000")));
+    const claimInInsert =
+      claims.length > 0 &&
+      claims.every((c) => c.constraint.action === "add") &&
+      claimKeys.size === claims.length;
+    let withClaims = "";
+    let claimedColumn = "";
+    if (claimInInsert) {
+      const claimRows = claims.map((c) => `(${c.key!.map((v) => `$${values.push(v)}`).join(", ")})`);
+      withClaims = `WITH claimed AS (INSERT INTO unique_constraints (instance_id, unique_type, unique_field) VALUES ${claimRows.join(", ")}
+         ON CONFLICT DO NOTHING RETURNING instance_id, unique_type, unique_field) `;
+      claimedColumn =
+        ", (SELECT json_agg(json_build_array(instance_id, unique_type, unique_field)) FROM claimed) AS claimed";
     }
 
     let inserted: EventRow[];
     try {
       inserted = await tx.query<EventRow>(
-        `INSERT INTO events (instance_id, aggregate_type, aggregate_id, sequence, event_type, payload, creator, resource_owner, created_at)
-         VALUES ${rows.join(", ")} RETURNING ${COLUMNS}`,
+        `${withClaims}INSERT INTO events (instance_id, aggregate_type, aggregate_id, sequence, event_type, payload, creator, resource_owner, created_at)
+         VALUES ${rows.join(", ")} RETURNING ${COLUMNS}${claimedColumn}`,
         values,
       );
     } catch (error) {
@@ -281,11 +318,18 @@ export class EventStore {
       }
       throw error;
     }
+    if (claimInInsert) {
+      const claimed = new Set(((inserted[0]?.claimed ?? []) as string[][]).map((key) => key.join("\u0000")));
+      const taken = claims.find((c) => !claimed.has(c.key!.join("\u0000")));
+      if (taken?.constraint.action === "add") throw new AlreadyExistsError(taken.constraint.message);
+    }
     const stored = inserted.map(toStoredEvent).sort((a, b) => a.position - b.position);
 
-    for (let i = 0; i < events.length; i++) {
-      for (const constraint of events[i].uniqueConstraints ?? []) {
-        await applyUniqueConstraint(tx, stored[i].instanceId, constraint);
+    if (!claimInInsert) {
+      for (let i = 0; i < events.length; i++) {
+        for (const constraint of events[i].uniqueConstraints ?? []) {
+          await applyUniqueConstraint(tx, stored[i].instanceId, constraint);
+        }
       }
     }
     for (const hook of this.appendingHooks) await hook(tx, stored);
@@ -377,17 +421,26 @@ export class EventStore {
   }
 }
 
+/** The unique_constraints key of a claim or release: scope (instance, or '' for the system), type, value. */
+function constraintKey(
+  instanceId: string,
+  constraint: Exclude<UniqueConstraintAction, { action: "remove_instance" }>,
+): [string, string, string] {
+  const scope = constraint.scope === "system" ? SYSTEM_SCOPE : instanceId;
+  const field = constraint.ignoreCase ? constraint.field.toLowerCase() : constraint.field;
+  return [scope, constraint.type, field];
+}
+
 async function applyUniqueConstraint(tx: Queryable, instanceId: string, constraint: UniqueConstraintAction) {
   if (constraint.action === "remove_instance") {
     await tx.query("DELETE FROM unique_constraints WHERE instance_id = $1", [instanceId]);
     return;
   }
-  const scope = constraint.scope === "system" ? SYSTEM_SCOPE : instanceId;
-  const field = constraint.ignoreCase ? constraint.field.toLowerCase() : constraint.field;
+  const key = constraintKey(instanceId, constraint);
   if (constraint.action === "remove") {
     await tx.query(
       "DELETE FROM unique_constraints WHERE instance_id = $1 AND unique_type = $2 AND unique_field = $3",
-      [scope, constraint.type, field],
+      key,
     );
     return;
   }
@@ -395,10 +448,19 @@ async function applyUniqueConstraint(tx: Queryable, instanceId: string, constrai
   const rows = await tx.query(
     `INSERT INTO unique_constraints (instance_id, unique_type, unique_field) VALUES ($1, $2, $3)
      ON CONFLICT DO NOTHING RETURNING unique_field`,
-    [scope, constraint.type, field],
+    key,
   );
   if (rows.length === 0) throw new AlreadyExistsError(constraint.message);
 }
+
+/**
+ * The last sequence of an aggregate (no row when it has none), on the primary key's columns in its order: the
+ * plan is a backward scan of the primary key whatever the table's statistics. (`max(sequence)` is planned
+ * from statistics, and a fresh, never analyzed events table made it scan an instance's whole history
+ * through another index.)
+ */
+export const lastSequenceSql = (instanceId: string, aggregateType: string, aggregateId: string) =>
+  `SELECT sequence FROM events WHERE instance_id = ${instanceId} AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId} ORDER BY sequence DESC LIMIT 1`;
 
 async function currentSequence(
   tx: Queryable,
@@ -406,10 +468,11 @@ async function currentSequence(
   aggregateType: string,
   aggregateId: string,
 ) {
-  const rows = await tx.query<{ sequence: number | null }>(
-    "SELECT max(sequence) AS sequence FROM events WHERE instance_id = $1 AND aggregate_type = $2 AND aggregate_id = $3",
-    [instanceId, aggregateType, aggregateId],
-  );
+  const rows = await tx.query<{ sequence: number | null }>(lastSequenceSql("$1", "$2", "$3"), [
+    instanceId,
+    aggregateType,
+    aggregateId,
+  ]);
   return Number(rows[0]?.sequence ?? 0);
 }
 

@@ -66,6 +66,12 @@ export interface CommandTx extends Queryable {
    * rather than go unnoticed.
    */
   expect(aggregateType: string, aggregateId: string, instanceId?: string): Promise<number>;
+  /**
+   * `expect` without a round trip of its own: makes `sequence` the expected one, read by the command in
+   * the same statement as the read model it decides from (`lastSequenceSql` as a column, 0 when none), so
+   * both come from one snapshot.
+   */
+  expectAt(aggregateType: string, aggregateId: string, sequence: number, instanceId?: string): void;
 }
 
 export type EventHandler = (tx: Queryable, event: StoredEvent) => Promise<void>;

@@ -13,9 +13,9 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { createIntl, createIntlCache, type IntlShape } from "@formatjs/intl";
+import type { ResolvedContext } from "../auth/caller.ts";
 import { defaultLanguage, LANGUAGE, supportedLanguages } from "../domain/settings/languages.ts";
-import { resolveSetting, settingsLayers } from "../query/settings.ts";
-import type { Queryable } from "../storage/database.ts";
+import { resolveSetting, type SettingsLayer } from "../query/settings.ts";
 
 const localesDir = path.join(import.meta.dirname, "locales");
 
@@ -76,14 +76,14 @@ export interface LanguageChoice {
 }
 
 export async function languageSettings(
-  db: Queryable,
+  layersOf: (category: string, context: ResolvedContext) => Promise<SettingsLayer[]>,
   instanceId: string,
   orgId?: string,
 ): Promise<LanguageChoice> {
   const context = orgId
     ? { type: "org" as const, instanceId, orgId }
     : { type: "instance" as const, instanceId };
-  const layers = await settingsLayers(db, LANGUAGE, context);
+  const layers = await layersOf(LANGUAGE, context);
   const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
   const restricted = resolveSetting<string[]>(layers, "restricted_languages", owner, [
     ...supportedLanguages,

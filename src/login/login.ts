@@ -13,20 +13,21 @@ import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
-import { resolveSetting, settingsLayers } from "../query/settings.ts";
+import { resolveSetting } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
 import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
 import { chooseLanguage, languageSettings, type Translator, translator } from "./i18n.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
-  databaseNow,
   type LoginSession,
   nextStep,
   type SessionSelection,
   selectionFor,
+  sessionsNow,
   sessionsOfUserAgentHash,
 } from "./sessions.ts";
+import { SettingsLayerCache } from "./settings-cache.ts";
 import { clearUserAgent, ensureUserAgent, readUserAgent, type UserAgent } from "./user-agent.ts";
 
 export interface LoginDeps {
@@ -58,12 +59,15 @@ export class Login {
   readonly authRequests: AuthRequestStore;
   completer: AuthRequestCompleter;
   private dummyHash?: Promise<string>;
+  /** The language and login settings the pages read (cached, invalidated by settings events). */
+  private readonly settings: SettingsLayerCache;
 
   constructor(
     readonly deps: LoginDeps,
     options: LoginOptions = {},
   ) {
     this.authRequests = new AuthRequestStore(deps.db);
+    this.settings = new SettingsLayerCache(deps.db, deps.eventStore);
     this.completer = options.completer ?? unavailableCompleter;
   }
 
@@ -103,7 +107,7 @@ export class Login {
     const context = orgId
       ? { type: "org" as const, instanceId, orgId }
       : { type: "instance" as const, instanceId };
-    const layers = await settingsLayers(this.deps.db, LOGIN, context);
+    const layers = await this.settings.layers(LOGIN, context);
     const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
     return (
       resolveSetting<boolean>(layers, "allow_register", owner, loginDefaults.allow_register).value === true
@@ -121,7 +125,7 @@ export class Login {
     const step = nextStep(authRequest, sessions, {
       allowRegister: false,
       // the clock matters only for sessions' password check times (max_age)
-      now: sessions.length ? await databaseNow(this.deps.db) : new Date(),
+      now: sessions.length ? await sessionsNow(this.deps.db, sessions) : new Date(),
     });
     return selectionFor(step);
   }
@@ -178,7 +182,11 @@ export class Login {
     authRequest?: AuthRequest,
     uiLocales?: string[],
   ): Promise<Translator> {
-    const choice = await languageSettings(this.deps.db, this.instanceId(request), authRequest?.orgId);
+    const choice = await languageSettings(
+      (category, context) => this.settings.layers(category, context),
+      this.instanceId(request),
+      authRequest?.orgId,
+    );
     const acceptLanguage = request.headers["accept-language"];
     return translator(
       chooseLanguage(

@@ -41,7 +41,7 @@ import { checkPasswordForSignIn } from "./password.ts";
 import { registerPasswordChangeRoutes } from "./password-change.ts";
 import { sharedRateLimitStore } from "./rate-limits.ts";
 import { initials, type PageContext, renderFragment, STYLESHEET, sendPage } from "./render.ts";
-import { databaseNow, type LoginSession, needsPassword, nextStep, pendingStep } from "./sessions.ts";
+import { type LoginSession, needsPassword, nextStep, pendingStep, sessionsNow } from "./sessions.ts";
 import { csrfToken, csrfValid, readUserAgent, type UserAgent } from "./user-agent.ts";
 
 type Body = Record<string, string | string[] | undefined>;
@@ -341,7 +341,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         }
         const step = nextStep(authRequest, sessions, {
           allowRegister: await login.allowRegister(instanceId, authRequest.orgId),
-          now: sessions.length ? await databaseNow(db) : new Date(),
+          now: sessions.length ? await sessionsNow(db, sessions) : new Date(),
         });
         // urn:platform:iam:org:idp:id:<id>: straight to that provider unless a session can be used as it is
         const requestedIdp = requestedIdpOf(authRequest.scope);
@@ -525,7 +525,9 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         const session = (await sessionsFor(request, authRequest)).find((s) => s.id === sessionId);
         if (!session) return reply.redirect(stepUrl("select", authRequest.id), 303);
         await login.authRequests.attachSession(authRequest, session.id);
-        const next = needsPassword(authRequest, session, await databaseNow(db)) ? "password" : "complete";
+        const next = needsPassword(authRequest, session, await sessionsNow(db, [session]))
+          ? "password"
+          : "complete";
         return reply.redirect(stepUrl(next, authRequest.id), 303);
       });
 
@@ -771,7 +773,7 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         // no authenticated session for it (yet): decide again
         if (!session) return reply.redirect(entryUrl(authRequest.id), 302);
         // the password again, or a new one, before any sign-in completes
-        const pending = pendingStep(authRequest, session, await databaseNow(db));
+        const pending = pendingStep(authRequest, session, await sessionsNow(db, [session]));
         if (pending) return reply.redirect(stepUrl(pending, authRequest.id), 302);
         return complete(request, reply, authRequest, session);
       });

@@ -40,10 +40,16 @@ export interface LoginSession {
   createdAt: Date;
   /** Last check of the session (the account picker shows the most recent first). */
   changedAt: Date;
+  /**
+   * The database's clock when the session was read (check times are the database's): what `max_age` and
+   * a required re-check compare with, without a `databaseNow` round trip of their own.
+   */
+  readAt?: Date;
 }
 
 interface SessionRow {
   id: string;
+  read_at?: Date | string;
   user_id: string;
   org_id: string;
   password_checked_at: Date | null;
@@ -85,11 +91,13 @@ function toLoginSession(row: SessionRow): LoginSession {
     passwordChangeRequired: row.password_change_required === true,
     createdAt: date(row.created_at),
     changedAt: date(row.changed_at),
+    readAt: row.read_at === undefined ? undefined : date(row.read_at),
   };
 }
 
 const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_checked_at, s.created_at, s.changed_at,
-    u.username, u.display_name, u.given_name, u.family_name, u.email, u.password_change_required, o.primary_domain
+    u.username, u.display_name, u.given_name, u.family_name, u.email, u.password_change_required, o.primary_domain,
+    now() AS read_at
   FROM sessions s
   JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1
   LEFT JOIN orgs o ON o.instance_id = s.instance_id AND o.id = s.org_id`;
@@ -121,6 +129,14 @@ export async function findLoginSession(
     sessionId,
   ]);
   return rows[0] ? toLoginSession(rows[0]) : undefined;
+}
+
+/**
+ * The database's clock when `sessions` were read (their `readAt`), else now (session check times are the
+ * database's).
+ */
+export async function sessionsNow(db: Queryable, sessions: LoginSession[]): Promise<Date> {
+  return sessions.find((s) => s.readAt)?.readAt ?? databaseNow(db);
 }
 
 /** The database's clock (session check times are the database's). */

@@ -17,7 +17,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
 } from "../../errors.ts";
-import type { EventStore } from "../../eventstore/eventstore.ts";
+import { type EventStore, lastSequenceSql } from "../../eventstore/eventstore.ts";
 import type { CommandTx, NewEvent, PushContext, StoredEvent } from "../../eventstore/types.ts";
 import { newId } from "../../id.ts";
 import type { Queryable } from "../../storage/database.ts";
@@ -246,7 +246,8 @@ export async function userForCheck(
   q: Queryable,
   instanceId: string,
   userId: string,
-): Promise<UserForCheck & { now: Date }> {
+  options: { sequence?: boolean } = {},
+): Promise<UserForCheck & { now: Date; sequence?: number }> {
   const rows = await q.query<{
     type: number | null;
     state: number | null;
@@ -256,16 +257,22 @@ export async function userForCheck(
     password_failed_attempts: number | null;
     password_locked_until: Date | string | null;
     now: Date | string;
+    sequence?: number | string | null;
   }>(
     `SELECT u.type, u.state, u.org_id, u.password_hash, u.password_change_required, u.password_failed_attempts,
-            u.password_locked_until, now() AS now
+            u.password_locked_until, now() AS now${
+              // the user aggregate's last sequence, from the same snapshot (the command's optimistic lock)
+              options.sequence ? `, (${lastSequenceSql("$1", "$3", "$2")}) AS sequence` : ""
+            }
      FROM (SELECT 1) AS one LEFT JOIN users u ON u.instance_id = $1 AND u.id = $2`,
-    [instanceId, userId],
+    options.sequence ? [instanceId, userId, USER] : [instanceId, userId],
   );
   const row = rows[0];
   const now = new Date(row.now);
-  if (row.type === null) return { exists: false, state: UserState.active, failedAttempts: 0, now };
+  const sequence = options.sequence ? Number(row.sequence ?? 0) : undefined;
+  if (row.type === null) return { exists: false, state: UserState.active, failedAttempts: 0, now, sequence };
   return {
+    sequence,
     exists: true,
     type: row.type,
     state: row.state ?? UserState.active,
@@ -312,8 +319,8 @@ async function runChecks(
     await run.prepare?.(tx);
     // A user who logs in often has a long history: decide from the read model (kept in step inside this
     // transaction), with the user's current sequence as the optimistic lock.
-    await tx.expect(USER, run.userId);
-    const user = await userForCheck(tx, actor.instanceId, run.userId);
+    const user = await userForCheck(tx, actor.instanceId, run.userId, { sequence: true });
+    tx.expectAt(USER, run.userId, user.sequence ?? 0);
     assertCheckable(user);
     const events: NewEvent[] = [];
     if (verify) {

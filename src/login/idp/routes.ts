@@ -23,8 +23,10 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { IDP } from "../../domain/idp/events.ts";
+import { INSTANCE } from "../../domain/instance/events.ts";
 import { ORG } from "../../domain/org/events.ts";
 import { holdOrg } from "../../domain/org/locks.ts";
+import { PROJECT } from "../../domain/project/events.ts";
 import { checkSession, createSession, findUser } from "../../domain/session/commands.ts";
 import {
   addHumanEvent,
@@ -137,6 +139,8 @@ const BUTTONS_CACHE_MS = 5_000;
 const PROVIDER_TIMEOUT_MS = 10_000;
 const PROVIDER_MAX_RESPONSE_BYTES = 1024 * 1024;
 const BUTTONS_CACHE_MAX = 10_000;
+/** Events that change which providers the login-name page shows. */
+const FORGETTING = new Set([IDP, ORG, PROJECT, INSTANCE]);
 
 export class LoginIdps {
   readonly intents: IdpIntentStore;
@@ -168,7 +172,9 @@ export class LoginIdps {
     };
     login.deps.eventStore.onCommitted((events) => {
       for (const e of events) {
-        if (e.aggregateType === IDP || e.aggregateType === ORG) this.forgetInstance(e.instanceId);
+        // the organization of a sign-in without one requested: its app's (apps are events of their
+        // project), else the instance's default one
+        if (FORGETTING.has(e.aggregateType)) this.forgetInstance(e.instanceId);
       }
     });
     login.deps.eventStore.onStale(() => this.buttonCache.clear());
@@ -203,11 +209,14 @@ export class LoginIdps {
   async buttons(request: FastifyRequest, authRequest: AuthRequest | undefined): Promise<IdpButton[]> {
     const { masterKey, db } = this.login.deps;
     if (!masterKey) return [];
-    const orgId = await this.signInOrg(request, authRequest);
     const instanceId = this.login.instanceId(request);
-    const key = `${instanceId}\u0000${orgId}`;
+    // by the organization requested, else by the app (its organization is looked up on a miss only)
+    const key = authRequest?.orgId
+      ? `${instanceId}\u0000${authRequest.orgId}`
+      : `${instanceId}\u0000${authRequest?.clientId ? `app:${authRequest.clientId}` : ""}`;
     let cached = this.buttonCache.get(key);
     if (!cached || cached.until <= Date.now()) {
+      const orgId = await this.signInOrg(request, authRequest);
       const idps = await activeIdpsForOrg(db, masterKey, instanceId, orgId);
       cached = { idps: idps.map(({ id, name }) => ({ id, name })), until: Date.now() + BUTTONS_CACHE_MS };
       if (this.buttonCache.size >= BUTTONS_CACHE_MAX)

@@ -55,6 +55,30 @@ describe("usernames: one normalized, case-folded key for uniqueness and lookup",
     }
   });
 
+  it("concurrent creates of one username: the unique index lets one through, the others get 409 and store nothing", async () => {
+    const before = await eventCount(platform);
+    const spellings = ["Racer", "RACER", "racer", "ｒａｃｅｒ", "Racer", "rAcEr", "racer", "RACER"];
+    const answers = await Promise.all(spellings.map((name) => rest("POST", USERS, { json: human(name) })));
+    const statuses = answers.map((a) => a.status).sort();
+    assert.deepEqual(
+      statuses,
+      [201, 409, 409, 409, 409, 409, 409, 409],
+      answers.map((a) => a.text).join("\n"),
+    );
+    for (const refused of answers.filter((a) => a.status === 409)) {
+      assert.equal(refused.json.code, 6);
+      assert.match(refused.json.message, /is already taken/);
+    }
+    assert.equal(await eventCount(platform), before + 1, "one event: the user created");
+    const rows = await platform.db.query("SELECT id FROM users WHERE username_key = $1", [
+      usernameKey("racer"),
+    ]);
+    assert.equal(rows.length, 1);
+    const created = answers.find((a) => a.status === 201)!;
+    assert.equal(rows[0].id, created.json.details.id);
+    assert.equal(created.json.details.sequence, "1");
+  });
+
   it("treats German sharp s and Greek final sigma as their case folds", async () => {
     assert.equal((await rest("POST", USERS, { json: human("straße") })).status, 201);
     assert.equal((await rest("POST", USERS, { json: human("STRASSE") })).status, 409);

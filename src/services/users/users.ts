@@ -264,9 +264,14 @@ export function usersService(deps: ServiceDeps) {
       if (call.context.type === "system")
         throw new InvalidArgumentError("users belong to an organization: choose one with ctx.org_id", "ctx");
       const instanceId = call.context.instanceId;
+      // the default organization of the Host's instance comes from the cached directory (invalidated by
+      // instance events, across processes too); another instance's (a system caller's ctx) is read
+      const hostInstance =
+        call.scope.instanceId === instanceId ? await deps.instances.byHost(call.scope.host) : undefined;
       const orgId =
         call.context.type === "instance"
-          ? (await deps.instances.byId(instanceId))?.defaultOrgId
+          ? (hostInstance?.id === instanceId ? hostInstance : await deps.instances.byId(instanceId))
+              ?.defaultOrgId
           : call.context.orgId;
       if (!orgId) throw new NotFoundError("the instance has no default organization");
       await deps.authorizer.authorize(call.caller, "user.write", { type: "org", instanceId, orgId });
