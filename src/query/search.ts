@@ -213,7 +213,12 @@ async function countTotal(db: Queryable, spec: SearchSpec, params: unknown[]): P
 }
 
 /** The sum of a `search_counts` key; folds its rows into one when there are many. */
-async function countedTotal(db: Queryable, instanceId: string, resource: string, scope: string): Promise<number> {
+async function countedTotal(
+  db: Queryable,
+  instanceId: string,
+  resource: string,
+  scope: string,
+): Promise<number> {
   const key = [instanceId, resource, scope];
   const [sum] = await db.query<{ n: string | number; rows: number }>(
     `SELECT coalesce(sum(delta), 0)::bigint AS n, count(*)::int AS rows FROM search_counts
