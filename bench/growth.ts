@@ -175,7 +175,7 @@ async function start(serverDir: string, index: number): Promise<Server> {
   const token = readFileSync(patPath, "utf8").trim();
   return {
     label: `${path.basename(serverDir)} (${serverDir})`,
-    url: `http://127.0.0.1:${port}`,
+    url: `http://localhost:${port}`,
     child,
     backend,
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -230,7 +230,9 @@ async function seed(server: Server): Promise<void> {
 }
 
 /** The organization of user i: 70 % the large one (the first), the rest round robin over the others. */
-const orgOf = (i: number) => (i % 10 < 7 ? 0 : 1 + (i % (orgCount - 1)));
+function orgOf(i: number): number {
+  return i % 10 < 7 ? 0 : 1 + (i % (orgCount - 1));
+}
 
 async function loadUsers(server: Server, from: number, to: number): Promise<void> {
   await pool(from, to, async (i) => {
@@ -278,6 +280,9 @@ async function measureAll(size: string): Promise<Map<Server, Map<Scenario, Measu
   const runs = new Map<Server, Map<Scenario, Measured[]>>(
     servers.map((s) => [s, new Map(scenarios.map((sc) => [sc, []]))]),
   );
+  // warm-up (not recorded): compiled code paths, plan caches, the buffer cache
+  for (const server of servers)
+    for (const scenario of scenarios) await measure(server, scenario, 1);
   for (let round = 0; round < rounds; round++)
     for (const scenario of scenarios)
       for (let i = 0; i < servers.length; i++) {
@@ -303,14 +308,14 @@ async function measureAll(size: string): Promise<Map<Server, Map<Scenario, Measu
   return result;
 }
 
-async function measure(server: Server, scenario: Scenario): Promise<Measured> {
+async function measure(server: Server, scenario: Scenario, seconds = duration): Promise<Measured> {
   const result = await autocannon({
     url: `${server.url}${scenario.path(server)}`,
     method: "POST",
     headers: server.headers,
     body: scenario.body(server),
     connections,
-    duration,
+    duration: seconds,
   });
   return {
     rps: result.requests.average,
