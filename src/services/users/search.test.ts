@@ -162,6 +162,12 @@ describe("searches: paging, total_result and text filters", () => {
       assert.equal(first.total, 150);
       assert.deepEqual(first.ids, expected.slice(0, 10));
     }
+    // the searches folded the organization's 150 counter rows into one
+    const [rows] = await platform.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM search_counts WHERE instance_id = $1 AND resource = 'users' AND scope = $2",
+      [instanceId, bulkOrg],
+    );
+    assert.equal(rows.n, 1);
     const deep = await search(`?ctx.org_id=${bulkOrg}&query.offset=137&query.limit=10`);
     assert.deepEqual(deep.ids, expected.slice(137, 147));
     assert.equal(deep.total, 150);
