@@ -154,6 +154,8 @@ export interface SearchSpec {
 
 /** Delta rows of a search_counts key above which a search folds them into one. */
 const FOLD_ABOVE = 64;
+/** Rows folded at once above which the table's statistics are refreshed. */
+const ANALYZE_AFTER = 10_000;
 
 /**
  * Runs a paged search and fills the ListDetails numbers: the page, its total and the processed sequence,
@@ -238,27 +240,39 @@ async function foldCounts(db: Queryable, key: string[]): Promise<void> {
   const database = db as Partial<Database>;
   if (!database.transaction) return;
   try {
-    await database.transaction(async (tx) => {
+    const rows = await database.transaction(async (tx) => {
       const [lock] = await tx.query<{ locked: boolean }>(
         "SELECT pg_try_advisory_xact_lock(hashtextextended('search_counts:' || $1 || ':' || $2 || ':' || $3, 0)) AS locked",
         key,
       );
-      if (!lock?.locked) return;
-      await tx.query(
+      if (!lock?.locked) return 0;
+      const [folded] = await tx.query<{ n: number }>(
         `WITH folded AS (
            DELETE FROM search_counts WHERE instance_id = $1 AND resource = $2 AND scope = $3 RETURNING delta
+         ), summed AS (
+           INSERT INTO search_counts (instance_id, resource, scope, delta)
+           SELECT $1, $2, $3, sum(delta) FROM folded HAVING count(*) > 0
          )
-         INSERT INTO search_counts (instance_id, resource, scope, delta)
-         SELECT $1, $2, $3, sum(delta) FROM folded HAVING count(*) > 0`,
+         SELECT count(*)::int AS n FROM folded`,
         key,
       );
+      return folded?.n ?? 0;
     });
+    // After folding a bulk load's rows, the statistics still describe the key as most of the table, and
+    // the planner would read the one row left by scanning the table: refresh them now.
+    if (rows > ANALYZE_AFTER) await db.query("ANALYZE search_counts");
   } catch {
     // the next search folds
   }
 }
 
-/** The newest event of the instance among `aggregateTypes` (one index lookup per type). */
+/**
+ * The newest event of the instance among `aggregateTypes`: one backward step on
+ * events (instance_id, aggregate_type, position) per type. The type is compared as a range and the order
+ * names it, so that index is the only one that gives the order: with `aggregate_type = t` the planner may
+ * instead walk events_position_idx backwards from the newest event, filtering out every newer event of
+ * other types (its estimate for an unknown type assumes a match within a few rows).
+ */
 async function processedSequence(
   db: Queryable,
   instanceId: string,
@@ -268,7 +282,8 @@ async function processedSequence(
     `SELECT e.position, e.created_at FROM unnest($2::text[]) AS t(aggregate_type)
      CROSS JOIN LATERAL (
        SELECT position, created_at FROM events
-       WHERE instance_id = $1 AND aggregate_type = t.aggregate_type ORDER BY position DESC LIMIT 1
+       WHERE instance_id = $1 AND aggregate_type >= t.aggregate_type AND aggregate_type <= t.aggregate_type
+       ORDER BY aggregate_type DESC, position DESC LIMIT 1
      ) e ORDER BY e.position DESC LIMIT 1`,
     [instanceId, aggregateTypes],
   );

@@ -1,7 +1,8 @@
 -- Searches whose cost follows the page and the filter, not the table (docs/architecture.md, "Searches").
 --
 -- ListDetails.processed_sequence is one LIMIT 1 lookup per aggregate type on the existing
--- events_instance_type_idx (instance_id, aggregate_type, position): no index is added to `events`.
+-- events_instance_type_idx (instance_id, aggregate_type, position): no index is added to `events`, so
+-- appends pay nothing for it.
 
 -- The default order (created_at, then id as tiebreaker) of every searchable table, in the instance and per
 -- organization, so a page is read from an index in order and stops after offset + limit entries (an
@@ -45,6 +46,12 @@ CREATE TABLE search_counts (
   delta       bigint NOT NULL
 );
 CREATE INDEX search_counts_key_idx ON search_counts (instance_id, resource, scope) INCLUDE (delta);
+-- Folding deletes rows: vacuum and analyze after a number of changed rows rather than a fraction of the
+-- table, so the index stays clean and the statistics follow the folded table.
+ALTER TABLE search_counts SET (
+  autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0,
+  autovacuum_analyze_threshold = 10000, autovacuum_analyze_scale_factor = 0
+);
 
 -- Trigger arguments: the resource name, and the column holding the organization ('' for none).
 CREATE FUNCTION search_counts_delta() RETURNS trigger LANGUAGE plpgsql AS $$
