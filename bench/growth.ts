@@ -26,6 +26,7 @@ import path from "node:path";
 import autocannon from "autocannon";
 import pg from "pg";
 import { freshBackend, type TestBackend } from "../test/helpers.ts";
+import { printTable, record } from "./report.ts";
 
 const duration = Number(process.env.BENCH_DURATION ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -130,6 +131,22 @@ try {
       );
     }
   }
+  // the benchmark's one table (bench/report.ts): the loaded database beside the small one
+  for (const server of servers)
+    for (const scenario of scenarios) {
+      const a = smallResults.get(server)!.get(scenario)!;
+      const b = largeResults.get(server)!.get(scenario)!;
+      record({
+        group: "growth",
+        scenario: `${scenario.name} at ${server.loaded} users${servers.length > 1 ? ` (${path.basename(server.label.split(" ")[0])})` : ""}`,
+        rps: b.rps,
+        p50: b.p50,
+        p99: b.p99,
+        errors: a.errors + b.errors,
+        reference: { name: `small database (${small} users)`, rps: a.rps, p50: a.p50, p99: a.p99 },
+      });
+    }
+  printTable();
 } finally {
   await stopAll();
   for (const server of servers) {
@@ -281,8 +298,7 @@ async function measureAll(size: string): Promise<Map<Server, Map<Scenario, Measu
     servers.map((s) => [s, new Map(scenarios.map((sc) => [sc, []]))]),
   );
   // warm-up (not recorded): compiled code paths, plan caches, the buffer cache
-  for (const server of servers)
-    for (const scenario of scenarios) await measure(server, scenario, 1);
+  for (const server of servers) for (const scenario of scenarios) await measure(server, scenario, 1);
   for (let round = 0; round < rounds; round++)
     for (const scenario of scenarios)
       for (let i = 0; i < servers.length; i++) {
