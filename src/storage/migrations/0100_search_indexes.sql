@@ -46,6 +46,10 @@ CREATE TABLE search_counts (
   delta       bigint NOT NULL
 );
 CREATE INDEX search_counts_key_idx ON search_counts (instance_id, resource, scope) INCLUDE (delta);
+-- The three columns are correlated (an organization's scope belongs to one instance and mostly one
+-- resource): without their combined statistics the planner multiplies the columns' frequencies, expects
+-- thousands of rows for a key that holds one and scans the table.
+CREATE STATISTICS search_counts_key_stats (mcv) ON instance_id, resource, scope FROM search_counts;
 -- Folding deletes rows: vacuum and analyze after a number of changed rows rather than a fraction of the
 -- table, so the index stays clean and the statistics follow the folded table.
 ALTER TABLE search_counts SET (
