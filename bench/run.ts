@@ -5,7 +5,7 @@
 // under the same load generator.
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
-// BENCH_ONLY (api | oidc | signin | tracing | caches; default all but tracing; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
+// BENCH_ONLY (api | oidc | signin | tracing | growth | caches; default all but tracing and growth; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
@@ -29,6 +29,12 @@ import { printTable, record } from "./report.ts";
 // BENCH_ONLY=tracing: the token endpoint with tracing off and on, servers of its own (./tracing.ts).
 if (process.env.BENCH_ONLY === "tracing") {
   await import("./tracing.ts");
+  process.exit(0);
+}
+
+// BENCH_ONLY=growth: each search on a small and a loaded database, servers of its own (./growth.ts).
+if (process.env.BENCH_ONLY === "growth") {
+  await import("./growth.ts");
   process.exit(0);
 }
 
@@ -305,6 +311,42 @@ async function machineClient(username: string, type: "BEARER" | "JWT") {
   return { CLIENT_ID: client_id, CLIENT_SECRET: client_secret };
 }
 
+/** A project with an API app (client_secret_basic), made through the management API. */
+async function benchProject(): Promise<{ projectId: string; clientId: string; secret: string }> {
+  const headers = { ...auth, "content-type": "application/json" };
+  const project = await fetch(`${url}/resources/v3alpha/projects`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ name: "bench-api" }),
+  });
+  const projectId = ((await project.json()) as { details: { id: string } }).details.id;
+  const app = await fetch(`${url}/resources/v3alpha/projects/${projectId}/apps`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ name: "bench-api", api: { auth_method: "API_AUTH_METHOD_TYPE_BASIC" } }),
+  });
+  const { client_id, client_secret } = (await app.json()) as { client_id: string; client_secret: string };
+  return { projectId, clientId: client_id, secret: client_secret };
+}
+
+/** An access token of a machine client (client_credentials with `scope`). */
+async function clientCredentialsToken(
+  client: { CLIENT_ID: string; CLIENT_SECRET: string },
+  scope: string,
+): Promise<string> {
+  const response = await fetch(`${url}/oauth/v2/token`, {
+    method: "POST",
+    headers: {
+      authorization: `Basic ${Buffer.from(`${client.CLIENT_ID}:${client.CLIENT_SECRET}`).toString("base64")}`,
+      "content-type": "application/x-www-form-urlencoded",
+    },
+    body: new URLSearchParams({ grant_type: "client_credentials", scope }).toString(),
+  });
+  const body = (await response.json()) as { access_token?: string };
+  if (!body.access_token) throw new Error(`client_credentials (${scope}): ${JSON.stringify(body)}`);
+  return body.access_token;
+}
+
 async function oidcScenarios(): Promise<void> {
   const opaque = await machineClient("bench-opaque", "BEARER");
   const jwt = await machineClient("bench-jwt", "JWT");
@@ -320,6 +362,16 @@ async function oidcScenarios(): Promise<void> {
     body: "grant_type=client_credentials&scope=openid%20profile",
   });
   const userToken = ((await tokenResponse.json()) as { access_token: string }).access_token;
+  // Audience-scoped tokens, as machine clients of an API ask for them (the peer's comparison case is its
+  // own unscoped one: it does not know this scope). The project's API app is the resource server that
+  // introspects them.
+  const project = await benchProject();
+  const scoped = { SCOPE: `openid urn:platform:iam:org:project:id:${project.projectId}:aud` };
+  const introspectAsApi = {
+    INTROSPECT_CLIENT_ID: project.clientId,
+    INTROSPECT_CLIENT_SECRET: project.secret,
+  };
+  const scopedUserToken = await clientCredentialsToken(opaque, `${scoped.SCOPE} profile`);
 
   const oidc: Array<{ name: string; ours: () => Promise<Measured>; peer?: string }> = [
     { name: "discovery", ours: () => peerLoad(url, "discovery", opaque), peer: "discovery" },
@@ -349,21 +401,55 @@ async function oidcScenarios(): Promise<void> {
       ours: () =>
         ownLoad({ url: `${url}/oidc/v1/userinfo`, headers: { authorization: `Bearer ${userToken}` } }),
     },
+    {
+      name: "client_credentials + project audience (opaque; peer: unscoped)",
+      ours: () => peerLoad(url, "client_credentials", { ...opaque, ...scoped }),
+      peer: "client_credentials",
+    },
+    {
+      name: "client_credentials + project audience (JWT; peer: unscoped opaque)",
+      ours: () => peerLoad(url, "client_credentials", { ...jwt, ...scoped }),
+      peer: "client_credentials",
+    },
+    {
+      name: "introspection of an audience-scoped token by its API (opaque; peer: unscoped)",
+      ours: () => peerLoad(url, "introspection", { ...opaque, ...scoped, ...introspectAsApi }),
+      peer: "introspection",
+    },
+    {
+      name: "introspection of an audience-scoped token by its API (JWT; peer: unscoped opaque)",
+      ours: () => peerLoad(url, "introspection", { ...jwt, ...scoped, ...introspectAsApi }),
+      peer: "introspection",
+    },
+    {
+      // the peer's userinfo refuses client_credentials tokens: compared with its introspection (one
+      // token lookup, like userinfo)
+      name: "userinfo of an audience-scoped token (opaque; peer: introspection)",
+      ours: () =>
+        ownLoad({ url: `${url}/oidc/v1/userinfo`, headers: { authorization: `Bearer ${scopedUserToken}` } }),
+      peer: "introspection",
+    },
   ];
 
   console.log(
     `OIDC endpoints, ${oidcConnections} connections, ${warmup} s warm-up${rounds > 1 ? `, median of ${rounds} alternating rounds` : ""}; ` +
       "peer = node-oidc-provider (in memory), ratio = ours / peer (latency: peer / ours)",
   );
-  for (const scenario of oidc) {
+  // BENCH_OIDC_MATCH: only the OIDC scenarios whose name matches this regular expression (e.g. "audience")
+  const match = process.env.BENCH_OIDC_MATCH ? new RegExp(process.env.BENCH_OIDC_MATCH) : undefined;
+  for (const scenario of oidc.filter((s) => !match || match.test(s.name))) {
     const oursRuns: Measured[] = [];
     const theirRuns: Measured[] = [];
+    const oursCpu: Array<number | null> = [];
+    const theirCpu: Array<number | null> = [];
     for (let round = 0; round < rounds; round++) {
-      oursRuns.push(await scenario.ours());
-      if (peerUrl && scenario.peer) theirRuns.push(await peerLoad(peerUrl, scenario.peer));
+      oursRuns.push(await withCpu(child.pid, oursCpu, scenario.ours));
+      if (peerUrl && scenario.peer)
+        theirRuns.push(await withCpu(peer?.pid, theirCpu, () => peerLoad(peerUrl, scenario.peer!)));
     }
     const ours = median(oursRuns);
     const theirs = theirRuns.length ? median(theirRuns) : undefined;
+    const cpu = (values: Array<number | null>) => middle(values)?.toFixed(3) ?? "–";
     record({
       group: "oidc",
       scenario: scenario.name,
@@ -372,8 +458,43 @@ async function oidcScenarios(): Promise<void> {
       p99: ours.p99,
       errors: ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0),
       reference: theirs && { name: "peer", rps: theirs.rps, p50: theirs.p50, p99: theirs.p99 },
+      note: `server CPU per request ${cpu(oursCpu)} ms${theirs ? `, peer ${cpu(theirCpu)} ms` : ""}`,
     });
   }
+}
+
+/**
+ * Runs a load and pushes the CPU time (user + system) the server process `pid` spent per request meanwhile, in
+ * ms (Linux, /proc; null elsewhere): steadier than req/s on a shared machine. The requests are estimated as
+ * req/s × (warm-up + duration), since the load generator reports those of the measured part only.
+ */
+async function withCpu(
+  pid: number | undefined,
+  into: Array<number | null>,
+  run: () => Promise<Measured>,
+): Promise<Measured> {
+  const before = cpuMs(pid);
+  const measured = await run();
+  const after = cpuMs(pid);
+  const requests = measured.rps * (warmup + duration);
+  into.push(before !== undefined && after !== undefined && requests > 0 ? (after - before) / requests : null);
+  return measured;
+}
+
+/** CPU time a process has used, in ms (clock ticks of 10 ms), from /proc/<pid>/stat. */
+function cpuMs(pid: number | undefined): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The median of the numbers given (nulls left out). */
+function middle(values: Array<number | null>): number | null {
+  const sorted = values.filter((v): v is number => v !== null).sort((a, b) => a - b);
+  return sorted.length ? sorted[Math.floor(sorted.length / 2)] : null;
 }
 
 /** Per field median of several measurements (errors summed). */

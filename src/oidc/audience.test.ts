@@ -113,6 +113,70 @@ describe("token audiences and organizations", () => {
     assertOAuthError(await clientCredentials(svcB, `openid ${aud(projectA)}`), 400, "invalid_scope", refused);
   });
 
+  it("what a token request saw of a project is not kept past a change: removed, granted, ungranted", async () => {
+    // Answers are cached per process (src/oidc/project-audiences.ts): each request below follows one that
+    // filled the cache with the state before the change, and must see the change at once.
+    const created = await rest("POST", "/resources/v3alpha/projects", { json: { name: "Short-lived" } });
+    assert.equal(created.status, 201, created.text);
+    const project = created.json.details.id as string;
+    const role = await rest("POST", `/resources/v3alpha/projects/${project}/roles`, {
+      json: { key: "user", display_name: "User" },
+    });
+    assert.equal(role.status, 201, role.text);
+    const refused = /unknown project/;
+    for (let i = 0; i < 2; i++) {
+      assert.equal((await clientCredentials(svcA, `openid ${aud(project)}`)).status, 200);
+      assertOAuthError(
+        await clientCredentials(svcB, `openid ${aud(project)}`),
+        400,
+        "invalid_scope",
+        refused,
+      );
+    }
+    const grant = await rest("POST", `/resources/v3alpha/projects/${project}/grants`, {
+      json: { granted_org_id: orgB, role_keys: ["user"] },
+    });
+    assert.equal(grant.status, 201, grant.text);
+    assert.equal((await clientCredentials(svcB, `openid ${aud(project)}`)).status, 200, "granted: at once");
+    const removedGrant = await rest(
+      "DELETE",
+      `/resources/v3alpha/projects/${project}/grants/${grant.json.details.id}`,
+    );
+    assert.equal(removedGrant.status, 200, removedGrant.text);
+    assertOAuthError(await clientCredentials(svcB, `openid ${aud(project)}`), 400, "invalid_scope", refused);
+
+    const removed = await rest("DELETE", `/resources/v3alpha/projects/${project}`);
+    assert.equal(removed.status, 200, removed.text);
+    assertOAuthError(await clientCredentials(svcA, `openid ${aud(project)}`), 400, "invalid_scope", refused);
+  });
+
+  it("role claims of an audience-scoped token follow the user grant at once", async () => {
+    const scope = `openid ${aud(projectA)} urn:platform:iam:org:projects:roles`;
+    const rolesOf = async (accessToken: string) =>
+      (await introspectAs(api, accessToken))[`urn:platform:iam:org:project:${projectA}:roles`];
+    const userGrant = await rest("POST", "/resources/v3alpha/user_grants", {
+      json: { user_id: svcA.userId, project_id: projectA, role_keys: ["reader"] },
+    });
+    assert.equal(userGrant.status, 201, userGrant.text);
+    const issued = await clientCredentials(svcA, scope);
+    assert.equal(issued.status, 200, issued.text);
+    assert.deepEqual(Object.keys(await rolesOf(issued.json.access_token)), ["reader"]);
+    const role = await rest("POST", `/resources/v3alpha/projects/${projectA}/roles`, {
+      json: { key: "writer", display_name: "Writer" },
+    });
+    assert.equal(role.status, 201, role.text);
+    const changed = await rest("PATCH", `/resources/v3alpha/user_grants/${userGrant.json.details.id}`, {
+      json: { role_keys: ["writer"] },
+    });
+    assert.equal(changed.status, 200, changed.text);
+    assert.deepEqual(Object.keys(await rolesOf(issued.json.access_token)), ["writer"], "introspection");
+    const again = await clientCredentials(svcA, scope);
+    assert.deepEqual(Object.keys(await rolesOf(again.json.access_token)), ["writer"], "a new token");
+    const removed = await rest("DELETE", `/resources/v3alpha/user_grants/${userGrant.json.details.id}`);
+    assert.equal(removed.status, 200, removed.text);
+    assert.equal(await rolesOf(issued.json.access_token), undefined);
+  });
+
   it("no machine user's username can stand for a project or an app in an audience", async () => {
     // Refused by the users API: digits alone (a project ID), digits and "@" (an app's client ID).
     for (const username of [projectA, api.clientId]) {

@@ -10,6 +10,7 @@ import type { Database } from "../storage/database.ts";
 import type { ClientRegistry } from "./clients.ts";
 import { issuerFor, type OidcPath } from "./issuer.ts";
 import type { SigningKeys } from "./keys.ts";
+import type { ProjectAudiences } from "./project-audiences.ts";
 import type { TokenStore } from "./token-store.ts";
 import type { UserGrantSource } from "./user-grants.ts";
 
@@ -45,6 +46,8 @@ export interface OidcContext {
   clients: ClientRegistry;
   tokens: TokenStore;
   userGrants: UserGrantSource;
+  /** Which projects a client's organization may name in audience scopes (cached). */
+  projectAudiences: ProjectAudiences;
   lifetimes: Lifetimes;
   /** For grants that record events (token exchange: `user.impersonated`). */
   eventStore: EventStore;

@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { SignJWT } from "jose";
 import { sha256 } from "../crypto/tokens.ts";
-import { ProjectGrantState } from "../domain/project/events.ts";
 import { machineUsernameProblem } from "../domain/user/machine-username.ts";
 import { newId } from "../id.ts";
 import type { Queryable } from "../storage/database.ts";
@@ -26,7 +25,8 @@ export interface Audience {
  * management project) to project IDs. A client may name the management project (every client of the
  * instance may call its management APIs), the projects of its own organization and the projects granted
  * to its organization by an active project grant; any other project, existing or not, is invalid_scope
- * (one answer for both: another organization's project IDs cannot be probed). A machine user whose
+ * (one answer for both: another organization's project IDs cannot be probed); the answers are cached
+ * (./project-audiences.ts). A machine user whose
  * username has the form of a generated ID (which would stand for a project or an app in the audience) gets
  * no tokens: unauthorized_client.
  */
@@ -49,7 +49,7 @@ export async function resolveAudience(
     if (!projectIds.includes(id)) projectIds.push(id);
   }
   if (toCheck.length > 0) {
-    const allowed = await projectsOpenTo(ctx.db, info.instance.id, client.orgId, toCheck);
+    const allowed = await ctx.projectAudiences.openTo(info.instance.id, client.orgId, toCheck);
     const refused = toCheck.find((id) => !allowed.has(id));
     if (refused !== undefined) {
       throw new InvalidScope(
@@ -58,24 +58,6 @@ export async function resolveAudience(
     }
   }
   return { audience: [client.clientId, ...projectIds], projectIds };
-}
-
-/** Which of these projects belong to the organization or are granted to it by an active project grant. */
-async function projectsOpenTo(
-  db: Queryable,
-  instanceId: string,
-  orgId: string,
-  projectIds: string[],
-): Promise<Set<string>> {
-  const rows = await db.query<{ id: string }>(
-    `SELECT p.id FROM projects p
-     WHERE p.instance_id = $1 AND p.id = ANY($2)
-       AND (p.org_id = $3 OR EXISTS (
-         SELECT 1 FROM project_grants g
-         WHERE g.instance_id = p.instance_id AND g.project_id = p.id AND g.granted_org_id = $3 AND g.state = $4))`,
-    [instanceId, projectIds, orgId, ProjectGrantState.active],
-  );
-  return new Set(rows.map((r) => r.id));
 }
 
 /** What a grant decided to issue. */

@@ -29,6 +29,7 @@ import { InvalidRequest, OAuthError, ServerError, TemporarilyUnavailable } from 
 import { formParams, parseParams, sendNoStore, sendOAuthError } from "./http.ts";
 import { OidcPath } from "./issuer.ts";
 import { SigningKeys } from "./keys.ts";
+import { ProjectAudiences } from "./project-audiences.ts";
 import { endTokensWithSessions } from "./session-tokens.ts";
 import { TokenStore } from "./token-store.ts";
 import { userGrantsFromReadModel } from "./user-grants.ts";
@@ -84,6 +85,7 @@ export function createOidcProvider(deps: OidcProviderDeps): OidcProvider {
     clients,
     tokens,
     userGrants: userGrantsFromReadModel(deps.db),
+    projectAudiences: new ProjectAudiences(deps.db, deps.eventStore),
     lifetimes: { ...defaultLifetimes },
     eventStore: deps.eventStore,
     authorizer: deps.authorizer ?? new Authorizer(deps.db, deps.eventStore),

@@ -225,6 +225,10 @@ export function organizationsService(deps: ServiceDeps) {
         page,
         instanceId,
         aggregateTypes: [ORG, INSTANCE],
+        counted:
+          call.context.type === "instance" && readable === "all" && req.filters.length === 0
+            ? { resource: "orgs", scope: "" }
+            : undefined,
       });
       return {
         details: listDetails(result),

@@ -87,9 +87,9 @@ export async function restrictToReadable(
   permission: Permission,
   where: Where,
   columns: { org: string[]; project?: string },
-): Promise<void> {
+): Promise<boolean> {
   const scopes = await deps.authorizer.scopesWith(caller, permission, instanceId);
-  if (scopes === "all") return;
+  if (scopes === "all") return false;
   const orgs = [...scopes.orgs];
   const projects = [...scopes.projects];
   where.and((p) => {
@@ -97,4 +97,5 @@ export async function restrictToReadable(
     if (columns.project) parts.push(`${columns.project} = ANY(${p(projects)})`);
     return `(${parts.join(" OR ")})`;
   });
+  return true;
 }

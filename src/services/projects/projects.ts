@@ -142,11 +142,12 @@ export function projectRpcs(deps: ServiceDeps): Partial<ServiceImpl<typeof Platf
         const orgId = call.context.orgId;
         where.and((p) => `p.org_id = ${p(orgId)}`);
       }
-      await restrictToReadable(deps, call.caller, instanceId, "project.read", where, {
+      const restricted = await restrictToReadable(deps, call.caller, instanceId, "project.read", where, {
         org: ["p.org_id"],
         project: "p.id",
       });
       applyFilters(where, req.filters);
+      const scope = call.context.type === "instance" ? "" : call.context.orgId;
       const result = await search<ProjectRow>(deps.db, {
         select: PROJECT_COLUMNS,
         from: PROJECT_FROM,
@@ -156,6 +157,8 @@ export function projectRpcs(deps: ServiceDeps): Partial<ServiceImpl<typeof Platf
         page,
         instanceId,
         aggregateTypes: [PROJECT],
+        table: { from: "projects p", alias: "p" },
+        counted: !restricted && req.filters.length === 0 ? { resource: "projects", scope } : undefined,
       });
       return {
         details: listDetails(result),

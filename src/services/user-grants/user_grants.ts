@@ -282,11 +282,12 @@ export function userGrantsService(deps: ServiceDeps) {
       }
       // Readable: grants given by an organization where an organization role allows it, or direct grants
       // of a project where a project membership does.
-      await restrictToReadable(deps, call.caller, instanceId, "user.grant.read", where, {
+      const restricted = await restrictToReadable(deps, call.caller, instanceId, "user.grant.read", where, {
         org: ["ug.org_id"],
         project: "CASE WHEN ug.project_grant_id IS NULL THEN ug.project_id END",
       });
       applyFilters(where, req.filters);
+      const scope = call.context.type === "instance" ? "" : call.context.orgId;
       const result = await search<UserGrantRow>(deps.db, {
         select: COLUMNS,
         from: FROM,
@@ -296,6 +297,8 @@ export function userGrantsService(deps: ServiceDeps) {
         page,
         instanceId,
         aggregateTypes: [USER_GRANT],
+        table: { from: "user_grants ug", alias: "ug" },
+        counted: !restricted && req.filters.length === 0 ? { resource: "user_grants", scope } : undefined,
       });
       return {
         details: listDetails(result),

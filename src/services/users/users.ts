@@ -233,7 +233,7 @@ export function usersService(deps: ServiceDeps) {
         return;
       }
       case "email":
-        where.text("u.email", f.value.method, f.value.address);
+        where.text("u.email", f.value.method, f.value.address, { lowerIndexed: true });
         return;
       case "state":
         where.and((p) => `u.state = ${p(f.value.state)}`);
@@ -374,10 +374,8 @@ export function usersService(deps: ServiceDeps) {
       const instanceId = call.context.instanceId;
       const page = toPage(req.query, deps.config.maxSearchLimit);
       const where = new Where().and((p) => `u.instance_id = ${p(instanceId)}`);
-      if (call.context.type !== "instance") {
-        const orgId = call.context.orgId;
-        where.and((p) => `u.org_id = ${p(orgId)}`);
-      }
+      const orgId = call.context.type === "instance" ? "" : call.context.orgId;
+      if (orgId) where.and((p) => `u.org_id = ${p(orgId)}`);
       const readable = await deps.authorizer.orgsWith(call.caller, "user.read", instanceId);
       if (readable !== "all") where.in("u.org_id", [...readable]);
       for (const [i, filter] of req.filters.entries()) filterWhere(where, filter, instanceId, i);
@@ -390,6 +388,9 @@ export function usersService(deps: ServiceDeps) {
         page,
         instanceId,
         aggregateTypes: [USER],
+        table: { from: "users u", alias: "u" },
+        counted:
+          readable === "all" && req.filters.length === 0 ? { resource: "users", scope: orgId } : undefined,
       });
       const metadata = await readMetadata(
         deps.db,
