@@ -17,9 +17,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import pg from "pg";
 import { hashPassword, verifyPassword } from "../src/crypto/password.ts";
 import { freshBackend } from "../test/helpers.ts";
 import { printTable, record } from "./report.ts";
@@ -43,6 +45,13 @@ const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const only = process.env.BENCH_ONLY;
 const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const signInClients = Number(process.env.BENCH_SIGNIN_CLIENTS ?? 8);
+/**
+ * The sign-in browsers' connections: node:http with keep-alive, as a load generator holds them (a browser
+ * keeps its connection too). Global `fetch` (undici's WHATWG layer: streams, Headers, Response objects)
+ * cost the bench process about as much CPU per request as the server's own work on a login page, on the
+ * cores the server uses: see docs/operations.md, "Where the time goes".
+ */
+const signInAgent = new http.Agent({ keepAlive: true, maxSockets: signInClients });
 const ADMIN_PASSWORD = "Bench-Password1!";
 const root = path.resolve(import.meta.dirname, "..");
 const peerDir = path.resolve(process.env.BENCH_PEER_DIR ?? path.join(root, "../shared/bench/peer"));
@@ -507,28 +516,61 @@ function median(runs: Measured[]): Measured {
 function benchBrowser() {
   const cookies = new Map<string, string>();
   return {
-    async request(
-      path: string,
+    request(
+      target: string,
       init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {},
-    ) {
-      const headers: Record<string, string> = { accept: "text/html", ...init.headers };
+    ): Promise<{ status: number; location: string; text: string }> {
+      const headers: http.OutgoingHttpHeaders = { accept: "text/html", ...init.headers };
       if (cookies.size) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-      if (init.form) headers["content-type"] = "application/x-www-form-urlencoded";
-      const response = await fetch(path.startsWith("http") ? path : `${url}${path}`, {
-        method: init.method ?? (init.form ? "POST" : "GET"),
-        headers,
-        body: init.form ? new URLSearchParams(init.form).toString() : undefined,
-        redirect: "manual",
-      });
-      for (const cookie of response.headers.getSetCookie()) {
-        const [pair] = cookie.split(";");
-        const at = pair.indexOf("=");
-        cookies.set(pair.slice(0, at), pair.slice(at + 1));
+      let body: string | undefined;
+      if (init.form) {
+        body = new URLSearchParams(init.form).toString();
+        headers["content-type"] = "application/x-www-form-urlencoded";
+        headers["content-length"] = Buffer.byteLength(body);
       }
-      const text = await response.text();
-      return { status: response.status, location: response.headers.get("location") ?? "", text };
+      // redirects name the issuer's origin (this server) or a path on it
+      const at = target.startsWith("http") ? target.indexOf("/", target.indexOf("//") + 2) : 0;
+      return new Promise((resolve, reject) => {
+        const request = http.request(
+          {
+            agent: signInAgent,
+            host: "localhost",
+            port,
+            method: init.method ?? (body === undefined ? "GET" : "POST"),
+            path: at < 0 ? "/" : target.slice(at),
+            headers,
+          },
+          (response) => {
+            for (const cookie of response.headers["set-cookie"] ?? []) {
+              const end = cookie.indexOf(";");
+              const pair = end < 0 ? cookie : cookie.slice(0, end);
+              const eq = pair.indexOf("=");
+              cookies.set(pair.slice(0, eq), pair.slice(eq + 1));
+            }
+            let text = "";
+            response.setEncoding("utf8");
+            response.on("data", (chunk: string) => {
+              text += chunk;
+            });
+            response.on("end", () =>
+              resolve({ status: response.statusCode ?? 0, location: response.headers.location ?? "", text }),
+            );
+            response.on("error", reject);
+          },
+        );
+        request.on("error", reject);
+        request.end(body);
+      });
     },
   };
+}
+
+/** The value of a hidden form field (`name="…" … value="…"`), found without a regular expression. */
+function formField(html: string, name: string): string {
+  const at = html.indexOf(`name="${name}"`);
+  if (at < 0) return "";
+  const value = html.indexOf('value="', at) + 7;
+  return value < 7 ? "" : html.slice(value, html.indexOf('"', value));
 }
 
 /** An OIDC web app (client_secret_basic) made through the apps API. */
@@ -578,8 +620,8 @@ async function signInOnce(app: { clientId: string; secret: string; redirectUri: 
   const loginPage = await browser.request(entry.location);
   expect(loginPage, 200, "login name page");
   const form = (html: string) => ({
-    csrf: /name="csrf"[^>]*value="([^"]+)"/.exec(html)?.[1] ?? "",
-    authRequest: /name="authRequest"[^>]*value="([^"]+)"/.exec(html)?.[1] ?? "",
+    csrf: formField(html, "csrf"),
+    authRequest: formField(html, "authRequest"),
   });
   const named = await browser.request("/ui/login/loginname", {
     form: { ...form(loginPage.text), loginName: "admin" },
@@ -630,7 +672,14 @@ async function closedLoop(concurrency: number, seconds: number, once: () => Prom
   latencies.sort((a, b) => a - b);
   const pct = (p: number) =>
     latencies.length ? Math.round(latencies[Math.max(0, Math.ceil((p / 100) * latencies.length) - 1)]) : 0;
-  return { perSecond: latencies.length / elapsed, p50: pct(50), p99: pct(99), errors, firstError };
+  return {
+    perSecond: latencies.length / elapsed,
+    count: latencies.length,
+    p50: pct(50),
+    p99: pct(99),
+    errors,
+    firstError,
+  };
 }
 
 async function signInScenario(): Promise<void> {
@@ -647,9 +696,20 @@ async function signInScenario(): Promise<void> {
   type Run = Awaited<ReturnType<typeof closedLoop>>;
   const argonRuns: Run[] = [];
   const signInRuns: Run[] = [];
+  const cpuRuns: Array<{ bench: number; server: number; postgres: number | null }> = [];
   for (let round = 0; round < rounds; round++) {
     argonRuns.push(await closedLoop(4, Math.min(duration, 5), verifyRaw));
-    signInRuns.push(await closedLoop(signInClients, duration, () => signInOnce(app)));
+    const before = await cpuNow();
+    const run = await closedLoop(signInClients, duration, () => signInOnce(app));
+    const after = await cpuNow();
+    signInRuns.push(run);
+    const n = Math.max(1, run.count);
+    cpuRuns.push({
+      bench: (after.bench - before.bench) / n,
+      server: (after.server - before.server) / n,
+      postgres:
+        after.postgres === null || before.postgres === null ? null : (after.postgres - before.postgres) / n,
+    });
   }
   const mid = (runs: Run[], pick: (r: Run) => number) =>
     runs.map(pick).sort((a, b) => a - b)[Math.floor(runs.length / 2)];
@@ -659,6 +719,17 @@ async function signInScenario(): Promise<void> {
       `${rounds > 1 ? `, median of ${rounds} rounds alternating with the raw argon2id measurement` : ""}`,
   );
   const ratios = signInRuns.map((r, i) => (r.perSecond / argonRuns[i].perSecond).toFixed(2));
+  const cpuMid = (pick: (c: (typeof cpuRuns)[number]) => number | null) => {
+    const values = cpuRuns
+      .map(pick)
+      .filter((v): v is number => v !== null)
+      .sort((a, b) => a - b);
+    return values.length ? values[Math.floor(values.length / 2)].toFixed(1) : "–";
+  };
+  const cpuNote =
+    `CPU ms per sign-in: server ${cpuMid((c) => c.server)}, load generator ${cpuMid((c) => c.bench)}` +
+    `${backend.env.DATABASE_URL ? `, PostgreSQL backends ${cpuMid((c) => c.postgres)}` : ""}`;
+  console.log(`  signin: ${cpuNote}`);
   const firstError = signInRuns.find((r) => r.firstError)?.firstError;
   record({
     group: "signin",
@@ -674,7 +745,38 @@ async function signInScenario(): Promise<void> {
       p99: mid(argonRuns, (r) => r.p99),
     },
     note:
-      `sign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password)` +
+      `sign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password); ${cpuNote}` +
       (firstError ? `; first error: ${firstError}` : ""),
   });
+}
+
+/**
+ * CPU used so far, in milliseconds: this process (the load generator), the server's process (utime + stime of
+ * /proc/<pid>/stat, Linux) and, on PostgreSQL, the backends serving the bench's database (null elsewhere).
+ */
+async function cpuNow(): Promise<{ bench: number; server: number; postgres: number | null }> {
+  const usage = process.cpuUsage();
+  const ticks = (pid: number) => {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ is 100 on Linux
+    } catch {
+      return Number.NaN;
+    }
+  };
+  let postgres: number | null = null;
+  if (backend.env.DATABASE_URL) {
+    const client = new pg.Client({ connectionString: backend.env.DATABASE_URL });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+      );
+      postgres = rows.reduce((sum, r) => sum + ticks(r.pid), 0);
+      if (Number.isNaN(postgres)) postgres = null;
+    } finally {
+      await client.end();
+    }
+  }
+  return { bench: (usage.user + usage.system) / 1000, server: ticks(child.pid!), postgres };
 }

@@ -111,7 +111,10 @@ export class ExecutionLookup {
     const cached = this.entries.get(instanceId);
     if (cache && cached?.settled && cached.expires > Date.now()) return cached.settled;
     const ids = await loadIds(tx, instanceId);
-    if (cache && !this.entries.has(instanceId)) {
+    // kept when absent or expired (an expired entry left in place made every later push read again,
+    // until an API call's lookup replaced it); an entry still loading is left to finish
+    const current = this.entries.get(instanceId);
+    if (cache && (!current || current.expires <= Date.now())) {
       this.entries.set(instanceId, {
         expires: Date.now() + this.ttlMs,
         ids: Promise.resolve(ids),

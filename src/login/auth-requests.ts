@@ -235,6 +235,55 @@ export class AuthRequestStore {
     return rows[0] ? { ...toAuthRequest(rows[0]), expired: rows[0].expired === true } : undefined;
   }
 
+  /**
+   * `find` and `claim` in one statement: the request as `find` answers it and, when it was unclaimed and
+   * still usable, bound to `userAgentHash` by the same statement (`userAgentHash` then set). A request
+   * still unclaimed in the answer while usable was claimed concurrently: `claim` decides.
+   */
+  async findClaiming(
+    instanceId: string,
+    id: string,
+    userAgentHash: string,
+  ): Promise<(AuthRequest & { expired: boolean }) | undefined> {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return undefined;
+    // the SELECT reads the row as it was before the CTE's UPDATE (one snapshot): `claimed` tells
+    const rows = await this.db.query<AuthRequestRow & { expired: boolean; claimed: boolean }>(
+      `WITH claimed AS (
+         UPDATE auth_requests SET user_agent_hash = $3
+         WHERE instance_id = $1 AND id = $2 AND user_agent_hash IS NULL AND done_at IS NULL AND expires_at > now()
+         RETURNING id)
+       SELECT r.*, r.expires_at <= now() AS expired, EXISTS (SELECT 1 FROM claimed) AS claimed
+       FROM auth_requests r WHERE r.instance_id = $1 AND r.id = $2`,
+      [instanceId, id, userAgentHash],
+    );
+    if (!rows[0]) return undefined;
+    const found = { ...toAuthRequest(rows[0]), expired: rows[0].expired === true };
+    if (rows[0].claimed === true) found.userAgentHash = userAgentHash;
+    return found;
+  }
+
+  /**
+   * The login name typed on the login-name page, in one statement: stored (the session chosen before and
+   * the page's error state cleared) when the request is usable and already bound to `userAgentHash`.
+   * Answers the request's ID, or undefined when that does not hold (the caller then loads the request and
+   * answers as for any page: unknown, done, expired, another browser's, or claims it).
+   */
+  async setLoginNameOfClaimed(
+    instanceId: string,
+    id: string,
+    userAgentHash: string,
+    loginName: string,
+  ): Promise<string | undefined> {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return undefined;
+    const rows = await this.db.query<{ id: string }>(
+      `UPDATE auth_requests SET login_name = $4, session_id = NULL, ui_state = '{}'
+       WHERE instance_id = $1 AND id = $2 AND user_agent_hash = $3 AND done_at IS NULL AND expires_at > now()
+       RETURNING id`,
+      [instanceId, id, userAgentHash, loginName],
+    );
+    return rows[0]?.id;
+  }
+
   /** Binds an unclaimed request to a user agent; false when another user agent holds it already. */
   async claim(request: AuthRequest, userAgentHash: string): Promise<boolean> {
     if (request.userAgentHash !== undefined) return request.userAgentHash === userAgentHash;

@@ -230,7 +230,9 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
         agent: UserAgent,
         id: string | undefined,
       ): Promise<AuthRequest | undefined> {
-        const found = id ? await login.authRequests.find(login.instanceId(request), id) : undefined;
+        const found = id
+          ? await login.authRequests.findClaiming(login.instanceId(request), id, agent.hash)
+          : undefined;
         const problem = !found
           ? { status: 404, message: "error.requestUnknown" }
           : found.doneAt
@@ -386,9 +388,20 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
       ui.post("/login/loginname", async (request, reply) => {
         const agent = await checkForm(request, reply);
         if (!agent) return reply;
+        const loginName = field(request.body as Body, "loginName").slice(0, 400);
+        // the usual case in one statement: this browser's request, usable, takes the name
+        const id = field(request.body as Body, "authRequest");
+        if (id && loginName) {
+          const stored = await login.authRequests.setLoginNameOfClaimed(
+            login.instanceId(request),
+            id,
+            agent.hash,
+            loginName,
+          );
+          if (stored) return reply.redirect(stepUrl("password", stored), 303);
+        }
         const authRequest = await requestOfForm(request, reply, agent);
         if (!authRequest) return reply;
-        const loginName = field(request.body as Body, "loginName").slice(0, 400);
         if (!loginName) {
           await login.authRequests.setUiState(authRequest, {
             page: "loginname",

@@ -125,11 +125,14 @@ async function answerFor(
       error_description: "the application was removed or changed during the sign-in",
     };
   }
-  const user = await loadUser(ctx.db, instanceId, session.userId);
-  if (!isActive(user)) return { error: "access_denied", error_description: "the user is not active" };
+  // A login session is read with its user, active and human (src/login/sessions.ts), in this same request,
+  // and a code's redemption reads the user again (the token endpoint refuses an inactive one): a code needs
+  // no read of its own. The implicit responses carry the user's claims: those read the user here.
+  const user =
+    authRequest.responseType === "code" ? undefined : await loadUser(ctx.db, instanceId, session.userId);
   // The project's role check: only users holding a role in it may sign in to its applications.
   if (client.projectRoleCheck && client.projectId) {
-    const grants = await ctx.userGrants(instanceId, user.id, [client.projectId]);
+    const grants = await ctx.userGrants(instanceId, session.userId, [client.projectId]);
     if (!grants.some((g) => g.roles.length > 0)) {
       return {
         error: "access_denied",
@@ -150,7 +153,7 @@ async function answerFor(
       nonce: authRequest.nonce,
       codeChallenge: authRequest.codeChallenge?.challenge,
       codeChallengeMethod: authRequest.codeChallenge ? "S256" : undefined,
-      userId: user.id,
+      userId: session.userId,
       sessionId: session.id,
       authTime,
       amr,
@@ -158,6 +161,7 @@ async function answerFor(
     return { code };
   }
 
+  if (!isActive(user)) return { error: "access_denied", error_description: "the user is not active" };
   // Implicit: no refresh token, so offline_access is not granted.
   const scope = withoutOfflineAccess(scopeFromValues(authRequest.scope));
   let audience: Awaited<ReturnType<typeof resolveAudience>>;

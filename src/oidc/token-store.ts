@@ -268,6 +268,27 @@ const CODE_COLUMNS = [
   "expires_at",
 ] as const;
 
+function refreshValues(token: RefreshTokenRecord): unknown[] {
+  return [
+    token.instanceId,
+    token.id,
+    token.familyId,
+    token.clientId,
+    token.subject,
+    token.audience,
+    token.scope,
+    token.secretHash,
+    token.issuer,
+    token.issuedAt,
+    token.expiresAt,
+    token.absoluteExpiresAt,
+    token.sessionId ?? null,
+    token.authTime ?? null,
+    token.amr ?? null,
+    ...lineageValues(token.lineage),
+  ];
+}
+
 function accessValues(t: AccessTokenRecord): unknown[] {
   return [
     t.instanceId,
@@ -511,7 +532,7 @@ export class TokenStore {
       );
     // The order matters on PostgreSQL, where a code redemption or a refresh may run concurrently: an UPDATE
     // that meets a row locked by one waits for it to commit, and the statements after it see what it issued;
-    // one that comes second finds the code void or the token revoked (markRedeemed, markRotated) and fails.
+    // one that comes second finds the code void or the token revoked (redeemCode or markRedeemed, markRotated) and fails.
     // Refresh tokens are revoked twice: the first pass may wait for a rotation whose new token only the
     // statements after it see.
     await tx.query(
@@ -525,24 +546,7 @@ export class TokenStore {
   }
 
   async insertRefreshToken(token: RefreshTokenRecord, tx: Queryable = this.db): Promise<void> {
-    await tx.query(insertSql("oidc_refresh_tokens", REFRESH_COLUMNS, 1), [
-      token.instanceId,
-      token.id,
-      token.familyId,
-      token.clientId,
-      token.subject,
-      token.audience,
-      token.scope,
-      token.secretHash,
-      token.issuer,
-      token.issuedAt,
-      token.expiresAt,
-      token.absoluteExpiresAt,
-      token.sessionId ?? null,
-      token.authTime ?? null,
-      token.amr ?? null,
-      ...lineageValues(token.lineage),
-    ]);
+    await tx.query(insertSql("oidc_refresh_tokens", REFRESH_COLUMNS, 1), refreshValues(token));
   }
 
   async findRefreshToken(instanceId: string, id: string): Promise<RefreshTokenRecord | undefined> {
@@ -596,6 +600,24 @@ export class TokenStore {
   }
 
   /**
+   * The code and, in the same statement, its user as `loadUser` reads it (`user` undefined when the user no
+   * longer exists): the token request's one read.
+   */
+  async findCodeWithUser(
+    instanceId: string,
+    id: string,
+  ): Promise<{ code: AuthorizationCodeRecord; user: UserRecord | undefined } | undefined> {
+    const rows = await this.db.query(
+      `SELECT c.*, ${USER_COLUMNS} FROM oidc_authorization_codes c
+       LEFT JOIN users u ON u.instance_id = c.instance_id AND u.id = c.user_id
+       LEFT JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id
+       WHERE c.instance_id = $1 AND c.id = $2`,
+      [instanceId, id],
+    );
+    return rows[0] ? { code: toCode(rows[0]), user: toUserRecord(rows[0]) } : undefined;
+  }
+
+  /**
    * Marks a code redeemed; false when it was redeemed before (a second redemption) or has expired meanwhile
    * (voided by the end of its session: the clock of the moment the row is checked, after waiting for the
    * transaction that voided it, not of this transaction's start).
@@ -608,6 +630,39 @@ export class TokenStore {
       [instanceId, id],
     );
     return rows.length === 1;
+  }
+
+  /**
+   * Redeems a code and stores the tokens issued from it, in one statement (the UPDATE and the INSERTs of
+   * one snapshot, atomic as a transaction; the INSERTs take their rows from the UPDATE's): false when the
+   * code was redeemed before or has expired meanwhile (as `markRedeemed`), and then nothing is stored.
+   */
+  async redeemCode(
+    instanceId: string,
+    id: string,
+    access: AccessTokenRecord,
+    refresh?: RefreshTokenRecord,
+  ): Promise<boolean> {
+    const values: unknown[] = [instanceId, id];
+    const insert = (table: string, columns: readonly string[], row: unknown[]) => {
+      const from = values.length;
+      values.push(...row);
+      const params = columns.map((_, i) => `$${from + i + 1}`).join(", ");
+      return `INSERT INTO ${table} (${columns.join(", ")}) SELECT ${params} FROM redeemed RETURNING 1`;
+    };
+    const inserts = [`access AS (${insert("oidc_access_tokens", ACCESS_COLUMNS, accessValues(access))})`];
+    if (refresh)
+      inserts.push(`refresh AS (${insert("oidc_refresh_tokens", REFRESH_COLUMNS, refreshValues(refresh))})`);
+    const rows = await this.db.query<{ redeemed: number }>(
+      `WITH redeemed AS (
+         UPDATE oidc_authorization_codes SET redeemed_at = now()
+         WHERE instance_id = $1 AND id = $2 AND redeemed_at IS NULL AND expires_at > clock_timestamp()
+         RETURNING id),
+       ${inserts.join(",\n")}
+       SELECT count(*)::int AS redeemed FROM redeemed`,
+      values,
+    );
+    return rows[0]?.redeemed === 1;
   }
 
   /**

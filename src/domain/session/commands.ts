@@ -46,6 +46,11 @@ export type UserCheck = { userId: string } | { loginName: string };
 export interface CheckedUser {
   id: string;
   orgId: string;
+  /**
+   * The user's check facts as `findUser` read them with the user (outside any transaction): a password
+   * check verifies against these first instead of reading them again (the transaction re-reads and decides).
+   */
+  read?: UserForCheck & { now: Date };
 }
 
 /** The version of a session after a command (for `Details`). */
@@ -188,7 +193,7 @@ function sessionEvent(
  * "user not found" otherwise.
  */
 export async function findUser(db: Queryable, instanceId: string, check: UserCheck): Promise<CheckedUser> {
-  let rows: { id: string; org_id: string }[];
+  let rows: Array<{ id: string; org_id: string } & Partial<CheckRow>>;
   if ("userId" in check) {
     rows = await db.query("SELECT id, org_id FROM users WHERE instance_id = $1 AND id = $2", [
       instanceId,
@@ -200,7 +205,7 @@ export async function findUser(db: Queryable, instanceId: string, check: UserChe
     const normalized = name.normalize("NFKC");
     const at = normalized.lastIndexOf("@");
     rows = await db.query(
-      `SELECT u.id, u.org_id FROM users u JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id
+      `SELECT u.id, u.org_id, ${CHECK_COLUMNS} FROM users u JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id
        WHERE u.instance_id = $1
          AND (u.username_key = $2
               OR (u.username_key = $3 AND o.primary_domain <> '' AND lower(o.primary_domain) = $4))
@@ -216,7 +221,12 @@ export async function findUser(db: Queryable, instanceId: string, check: UserChe
     );
   }
   if (rows.length === 0) throw new NotFoundError("user not found");
-  return { id: rows[0].id, orgId: rows[0].org_id };
+  const row = rows[0];
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    read: row.now === undefined ? undefined : toUserForCheck(row as CheckRow),
+  };
 }
 
 /** Verifies one password against hashes, remembering the result per hash (commands may run again). */
@@ -235,10 +245,43 @@ function passwordVerifier(password: string) {
 interface CheckRun {
   userId: string;
   password?: string;
+  /** The user's check facts read already (`CheckedUser.read`): the password is verified against these. */
+  read?: UserForCheck & { now: Date };
   /** Runs first in the transaction (e.g. loads the session and proves its token). */
   prepare?: (tx: CommandTx) => Promise<void>;
   /** The session events to append once every check passed. */
   sessionEvents: (user: UserForCheck) => NewEvent[];
+}
+
+/** The users read model's columns of a check (`u`), with the database's clock. */
+const CHECK_COLUMNS = `u.type, u.state, u.org_id AS check_org_id, u.password_hash, u.password_change_required,
+  u.password_failed_attempts, u.password_locked_until, now() AS now`;
+
+type CheckRow = {
+  type: number | null;
+  state: number | null;
+  check_org_id: string | null;
+  password_hash: string | null;
+  password_change_required: boolean | null;
+  password_failed_attempts: number | null;
+  password_locked_until: Date | string | null;
+  now: Date | string;
+};
+
+function toUserForCheck(row: CheckRow): UserForCheck & { now: Date } {
+  const now = new Date(row.now);
+  if (row.type === null) return { exists: false, state: UserState.active, failedAttempts: 0, now };
+  return {
+    exists: true,
+    type: row.type,
+    state: row.state ?? UserState.active,
+    orgId: row.check_org_id ?? undefined,
+    passwordHash: row.password_hash ?? undefined,
+    passwordChangeRequired: row.password_change_required === true,
+    failedAttempts: row.password_failed_attempts ?? 0,
+    lockedUntil: row.password_locked_until ? new Date(row.password_locked_until) : undefined,
+    now,
+  };
 }
 
 /** The same facts as `foldUser`, from the users read model, with the database's clock (`now`). */
@@ -248,41 +291,17 @@ export async function userForCheck(
   userId: string,
   options: { sequence?: boolean } = {},
 ): Promise<UserForCheck & { now: Date; sequence?: number }> {
-  const rows = await q.query<{
-    type: number | null;
-    state: number | null;
-    org_id: string | null;
-    password_hash: string | null;
-    password_change_required: boolean | null;
-    password_failed_attempts: number | null;
-    password_locked_until: Date | string | null;
-    now: Date | string;
-    sequence?: number | string | null;
-  }>(
-    `SELECT u.type, u.state, u.org_id, u.password_hash, u.password_change_required, u.password_failed_attempts,
-            u.password_locked_until, now() AS now${
-              // the user aggregate's last sequence, from the same snapshot (the command's optimistic lock)
-              options.sequence ? `, (${lastSequenceSql("$1", "$3", "$2")}) AS sequence` : ""
-            }
+  const rows = await q.query<CheckRow & { sequence?: number | string | null }>(
+    `SELECT ${CHECK_COLUMNS}${
+      // the user aggregate's last sequence, from the same snapshot (the command's optimistic lock)
+      options.sequence ? `, (${lastSequenceSql("$1", "$3", "$2")}) AS sequence` : ""
+    }
      FROM (SELECT 1) AS one LEFT JOIN users u ON u.instance_id = $1 AND u.id = $2`,
     options.sequence ? [instanceId, userId, USER] : [instanceId, userId],
   );
   const row = rows[0];
-  const now = new Date(row.now);
   const sequence = options.sequence ? Number(row.sequence ?? 0) : undefined;
-  if (row.type === null) return { exists: false, state: UserState.active, failedAttempts: 0, now, sequence };
-  return {
-    sequence,
-    exists: true,
-    type: row.type,
-    state: row.state ?? UserState.active,
-    orgId: row.org_id ?? undefined,
-    passwordHash: row.password_hash ?? undefined,
-    passwordChangeRequired: row.password_change_required === true,
-    failedAttempts: row.password_failed_attempts ?? 0,
-    lockedUntil: row.password_locked_until ? new Date(row.password_locked_until) : undefined,
-    now,
-  };
+  return { ...toUserForCheck(row), sequence };
 }
 
 /** Whether a password check would verify the password now (and not refuse before). */
@@ -310,7 +329,7 @@ async function runChecks(
 ): Promise<StoredEvent[]> {
   const verify = run.password === undefined ? undefined : passwordVerifier(run.password);
   if (verify) {
-    const user = await userForCheck(store.db, actor.instanceId, run.userId);
+    const user = run.read ?? (await userForCheck(store.db, actor.instanceId, run.userId));
     if (passwordCheckable(user, user.now)) await verify(user.passwordHash);
   }
   let wrongPassword = false;
@@ -367,6 +386,7 @@ export async function createSession(
   const stored = await runChecks(store, actor, policy, {
     userId,
     password: input.password,
+    read: input.user.read,
     sessionEvents: () => {
       const added: SessionAddedPayload = { user_id: userId, org_id: orgId, token_hash: sha256(token) };
       if (input.userAgentHash !== undefined) added.user_agent_hash = input.userAgentHash;

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
-import { isActive, loadUser } from "../claims.ts";
+import { isActive } from "../claims.ts";
 import { authenticateClient } from "../client-auth.ts";
 import { GrantType } from "../clients.ts";
 import { InvalidGrant, UnauthorizedClient } from "../errors.ts";
 import { required } from "../http.ts";
-import { prepareTokens, resolveAudience, storeTokens } from "../issue.ts";
+import { prepareTokens, resolveAudience } from "../issue.ts";
 import { Scope, scopeFromValues } from "../scopes.ts";
 import { parseHandle, secretMatches } from "../token-store.ts";
 import type { Grant } from "./types.ts";
@@ -35,7 +35,9 @@ export const authorizationCodeGrant: Grant = async (ctx, info, request) => {
     throw new UnauthorizedClient("the client may not use the authorization_code grant");
   }
   const handle = parseHandle(code);
-  const record = handle?.kind === "ac" ? await ctx.tokens.findCode(info.instance.id, handle.id) : undefined;
+  const found =
+    handle?.kind === "ac" ? await ctx.tokens.findCodeWithUser(info.instance.id, handle.id) : undefined;
+  const record = found?.code;
   if (!handle || !record || !secretMatches(handle, record.secretHash)) {
     throw new InvalidGrant("the code is invalid");
   }
@@ -59,7 +61,7 @@ export const authorizationCodeGrant: Grant = async (ctx, info, request) => {
     if (verifier !== undefined) throw new InvalidGrant("code_verifier given, but the code has no challenge");
     if (method === "none") throw new InvalidGrant("a public client must use PKCE");
   }
-  const user = await loadUser(ctx.db, info.instance.id, record.userId);
+  const user = found?.user;
   if (!isActive(user)) throw new InvalidGrant("the user is not active");
 
   const scope = scopeFromValues(record.scope);
@@ -86,11 +88,13 @@ export const authorizationCodeGrant: Grant = async (ctx, info, request) => {
         }
       : undefined,
   });
-  const redeemed = await ctx.db.transaction(async (tx) => {
-    if (!(await ctx.tokens.markRedeemed(tx, info.instance.id, record.id))) return false;
-    await storeTokens(ctx, prepared, tx);
-    return true;
-  });
+  // the redemption and the tokens' rows in one statement
+  const redeemed = await ctx.tokens.redeemCode(
+    info.instance.id,
+    record.id,
+    prepared.access,
+    prepared.refresh,
+  );
   if (!redeemed) {
     // Voided meanwhile (its session ended), or another request redeemed it: then a second redemption all the same.
     if (!(await ctx.tokens.findCode(info.instance.id, record.id))?.redeemedAt)
