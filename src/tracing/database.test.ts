@@ -10,7 +10,12 @@ describe("database span names", () => {
       ["INSERT INTO oidc_access_tokens (id) SELECT unnest($1::text[])", "INSERT oidc_access_tokens"],
       ['UPDATE "execution_deliveries" SET attempts = attempts + 1', "UPDATE execution_deliveries"],
       ["DELETE FROM idempotency_keys WHERE expires_at < now()", "DELETE idempotency_keys"],
-      ["WITH due AS (SELECT id FROM execution_deliveries) UPDATE x SET y = 1", "WITH execution_deliveries"],
+      ["WITH due AS (SELECT id FROM execution_deliveries) UPDATE x SET y = 1", "UPDATE x"],
+      [
+        "WITH claimed AS (INSERT INTO unique_constraints (a) VALUES ($1) RETURNING a) INSERT INTO events (b) VALUES ((SELECT 1 FROM t)) RETURNING b",
+        "INSERT events",
+      ],
+      ["WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r", "SELECT r"],
       ["-- a comment\nSELECT 1", "SELECT"],
       ["SELECT pg_advisory_xact_lock(42)", "SELECT"],
       ["SELECT 'FROM secret' AS x", "SELECT"],

@@ -123,15 +123,30 @@ const TARGET = /\b(?:FROM|INTO|UPDATE|JOIN)\s+(?:ONLY\s+)?("?[A-Za-z_]\w*"?(?:\.
 
 /**
  * `SELECT users` for `SELECT ... FROM users ...`: the first keyword and the first table after FROM,
- * INTO, UPDATE or JOIN (a `WITH` statement: the first table of its body). Only SQL keywords and
+ * INTO, UPDATE or JOIN (a `WITH` statement: its main statement's). Only SQL keywords and
  * identifiers outside literals and comments, so a value written into a statement can never show.
  */
 export function summarize(sql: string): Summary {
   const known = summaries.get(sql);
   if (known) return known;
   // Literals and comments out first: a word of a value must never look like a table.
-  const code = sql.replace(LITERALS_AND_COMMENTS, " ");
-  const words = /^\s*([A-Za-z]+)/.exec(code);
+  let code = sql.replace(LITERALS_AND_COMMENTS, " ");
+  let words = /^\s*([A-Za-z]+)/.exec(code);
+  if (words?.[1].toUpperCase() === "WITH") {
+    // A statement with common table expressions is named by its main statement (`INSERT events` for
+    // `WITH claimed AS (INSERT INTO unique_constraints …) INSERT INTO events …`): the expressions'
+    // parenthesized bodies out, the first data keyword after them.
+    let previous: string;
+    do {
+      previous = code;
+      code = code.replace(/\([^()]*\)/g, " ");
+    } while (code !== previous);
+    const main = /\b(SELECT|INSERT|UPDATE|DELETE|MERGE)\b[\s\S]*$/i.exec(code);
+    if (main) {
+      code = main[0];
+      words = /^([A-Za-z]+)/.exec(code);
+    }
+  }
   const operation = words ? words[1].toUpperCase() : "SQL";
   const target = TARGET.exec(code);
   const table = target ? target[1].replaceAll('"', "") : undefined;
