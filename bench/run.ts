@@ -9,7 +9,8 @@
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
-// BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts).
+// BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts), BENCH_SERVER_NODE_ARGS (node
+// options for the server only, e.g. a CPU profile).
 // Every scenario ends as a row of one table (bench/report.ts), printed at the end.
 // The browser sign-in scenario (authorize → login name → password → code → token, eight requests) runs
 // with the login UI's rate limits off and is reported beside the raw argon2id verifications per second of
@@ -64,7 +65,10 @@ const backend = await freshBackend();
 // BENCH_SERVER_DIR: the server under test from another checkout (an older version, for a before/after
 // comparison by bench/compare.ts); the scenarios and the load generator stay this checkout's.
 const serverDir = path.resolve(process.env.BENCH_SERVER_DIR ?? root);
-const child = spawn(process.execPath, [path.join(serverDir, "bin/platform.js"), "start"], {
+// BENCH_SERVER_NODE_ARGS: node options for the server only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to
+// see where a scenario's time goes (NODE_OPTIONS refuses --cpu-prof, and would profile the load generator too).
+const serverNodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter(Boolean);
+const child = spawn(process.execPath, [...serverNodeArgs, path.join(serverDir, "bin/platform.js"), "start"], {
   cwd: serverDir,
   env: {
     ...process.env,
