@@ -183,6 +183,7 @@ async function apiScenarios(): Promise<void> {
   console.log(`Management API, ${connections} connections`);
   for (const scenario of scenarios) {
     let i = 0;
+    const cpuBefore = await cpuNow();
     const result = await autocannon({
       url: `${url}${scenario.path}`,
       method: scenario.method ?? "GET",
@@ -201,6 +202,14 @@ async function apiScenarios(): Promise<void> {
             ]
           : undefined,
     });
+    const cpuAfter = await cpuNow();
+    // CPU per request tells a change's effect even when the machine is busy (req/s does not)
+    const perRequest = (before: number | null, after: number | null) =>
+      before === null || after === null ? "–" : ((after - before) / result.requests.total).toFixed(3);
+    const note =
+      `CPU ms per request: server ${perRequest(cpuBefore.server, cpuAfter.server)}` +
+      `${backend.env.DATABASE_URL ? `, PostgreSQL backends ${perRequest(cpuBefore.postgres, cpuAfter.postgres)}` : ""}`;
+    console.log(`  ${scenario.name}: ${note}`);
     record({
       group: "api",
       scenario: scenario.name,
@@ -208,6 +217,7 @@ async function apiScenarios(): Promise<void> {
       p50: result.latency.p50,
       p99: result.latency.p99,
       errors: result.errors + result.non2xx,
+      note,
     });
   }
 }
