@@ -455,9 +455,10 @@ async function oidcScenarios(): Promise<void> {
     const oursRuns: Measured[] = [];
     const theirRuns: Measured[] = [];
     const oursCpu: Array<number | null> = [];
+    const oursPostgresCpu: Array<number | null> = [];
     const theirCpu: Array<number | null> = [];
     for (let round = 0; round < rounds; round++) {
-      oursRuns.push(await withCpu(child.pid, oursCpu, scenario.ours));
+      oursRuns.push(await withCpu(child.pid, oursCpu, scenario.ours, oursPostgresCpu));
       if (peerUrl && scenario.peer)
         theirRuns.push(await withCpu(peer?.pid, theirCpu, () => peerLoad(peerUrl, scenario.peer!)));
     }
@@ -472,7 +473,10 @@ async function oidcScenarios(): Promise<void> {
       p99: ours.p99,
       errors: ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0),
       reference: theirs && { name: "peer", rps: theirs.rps, p50: theirs.p50, p99: theirs.p99 },
-      note: `server CPU per request ${cpu(oursCpu)} ms${theirs ? `, peer ${cpu(theirCpu)} ms` : ""}`,
+      note:
+        `server CPU per request ${cpu(oursCpu)} ms` +
+        `${backend.env.DATABASE_URL ? ` + PostgreSQL backends ${cpu(oursPostgresCpu)} ms` : ""}` +
+        `${theirs ? `, peer ${cpu(theirCpu)} ms (no database)` : ""}`,
     });
   }
 }
@@ -480,18 +484,28 @@ async function oidcScenarios(): Promise<void> {
 /**
  * Runs a load and pushes the CPU time (user + system) the server process `pid` spent per request meanwhile, in
  * ms (Linux, /proc; null elsewhere): steadier than req/s on a shared machine. The requests are estimated as
- * req/s × (warm-up + duration), since the load generator reports those of the measured part only.
+ * req/s × (warm-up + duration), since the load generator reports those of the measured part only. With
+ * `postgresInto` (our server) the PostgreSQL backends' CPU per request too: the peer keeps its tokens in
+ * memory, so a per-CPU comparison counts both of ours against its one process.
  */
 async function withCpu(
   pid: number | undefined,
   into: Array<number | null>,
   run: () => Promise<Measured>,
+  postgresInto?: Array<number | null>,
 ): Promise<Measured> {
+  const postgresBefore = postgresInto && (await cpuNow()).postgres;
   const before = cpuMs(pid);
   const measured = await run();
   const after = cpuMs(pid);
+  const postgresAfter = postgresInto && (await cpuNow()).postgres;
   const requests = measured.rps * (warmup + duration);
-  into.push(before !== undefined && after !== undefined && requests > 0 ? (after - before) / requests : null);
+  const perRequest = (from: number | null | undefined, to: number | null | undefined) =>
+    from !== undefined && from !== null && to !== undefined && to !== null && requests > 0
+      ? (to - from) / requests
+      : null;
+  into.push(perRequest(before, after));
+  postgresInto?.push(perRequest(postgresBefore, postgresAfter));
   return measured;
 }
 
@@ -767,7 +781,10 @@ async function signInScenario(): Promise<void> {
 /**
  * CPU used so far, in milliseconds: this process (the load generator), the server's process (utime + stime of
  * /proc/<pid>/stat, Linux) and, on PostgreSQL, the backends serving the bench's database (null elsewhere).
+ * A backend that has ended (the pool closes idle connections) counts with the last CPU time read of it,
+ * so the sum never goes back.
  */
+const postgresBackendsSeen = new Map<number, number>();
 async function cpuNow(): Promise<{ bench: number; server: number; postgres: number | null }> {
   const usage = process.cpuUsage();
   const ticks = (pid: number) => {
@@ -786,8 +803,11 @@ async function cpuNow(): Promise<{ bench: number; server: number; postgres: numb
       const { rows } = await client.query<{ pid: number }>(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
       );
-      postgres = rows.reduce((sum, r) => sum + ticks(r.pid), 0);
-      if (Number.isNaN(postgres)) postgres = null;
+      for (const { pid } of rows) {
+        const used = ticks(pid);
+        if (!Number.isNaN(used)) postgresBackendsSeen.set(pid, used);
+      }
+      postgres = [...postgresBackendsSeen.values()].reduce((sum, used) => sum + used, 0);
     } finally {
       await client.end();
     }
