@@ -1,7 +1,12 @@
 /**
  * GET /ui/login/idp/start?idp=<id>[&authRequest=<id>]: to the provider (state, nonce, PKCE S256). Without
  * an auth request it starts the UI's own sign-in (the account page). The providers offered are those
- * active in the organization of the sign-in (`LoginIdps.signInOrg`, ../../idp/login-idps.ts).
+ * active in the organization of the sign-in (the requested organization of scope
+ * `urn:platform:iam:org:id:<id>`, else the organization of the application's project, else the instance's
+ * default organization; `LoginIdps.signInOrg`, ../../idp/login-idps.ts).
+ *
+ * "Continue with …" are links (GET), not forms: the page's CSP `form-action` would also apply to the
+ * redirect to the provider.
  */
 import type { FastifyInstance } from "fastify";
 import type { AuthRequest } from "../../auth-requests.ts";
