@@ -19,7 +19,9 @@ describe("statement names", () => {
   });
 });
 
-describe("prepared statements on PostgreSQL", { skip: !process.env.DATABASE_URL && "PostgreSQL only" }, () => {
+describe("prepared statements on PostgreSQL", {
+  skip: !process.env.DATABASE_URL && "PostgreSQL only",
+}, () => {
   let backend: TestBackend;
   const opened: PostgresDatabase[] = [];
   /** A pool of one connection, so that pg_prepared_statements shows what that connection prepared. */
