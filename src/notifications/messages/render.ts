@@ -101,6 +101,20 @@ function linkOf(
   }
 }
 
+/**
+ * An SMS in the GSM 7-bit alphabet where a look-alike exists: one character outside it (a typographic
+ * apostrophe, the no-break space French number formats put before a unit) sends the whole message as
+ * UCS-2, 70 characters per part instead of 160.
+ */
+export function gsmLookalikes(text: string): string {
+  return text
+    .replace(/[\u00a0\u2000-\u200a\u202f\u205f]/g, " ")
+    .replace(/[\u2018\u2019\u201a\u2032]/g, "'")
+    .replace(/[\u201c\u201d\u201e\u2033]/g, '"')
+    .replace(/[\u2010-\u2015]/g, "-")
+    .replace(/\u2026/g, "...");
+}
+
 /** Line breaks and runs of white space as one space: for the subject and the other one-line parts. */
 const oneLine = (text: string) => text.replace(/\s+/g, " ").trim();
 

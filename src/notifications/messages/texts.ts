@@ -3,8 +3,8 @@
  * @formatjs/intl like the login UI's), the choice of language, and the texts that override the catalogue.
  *
  * Overridden texts cannot inject anything: a text is an ICU message whose arguments may only be the
- * placeholders of its message type (./types.ts); a text naming any other argument, or one that does not
- * parse, is refused by `textProblem` (the check a text-settings API runs before it stores a text), and
+ * placeholders of its message type (./types.ts), as text or in a `select`; a text naming any other
+ * argument, or one that does not parse, is refused by `textProblem` (the check a text-settings API runs before it stores a text), and
  * should one reach `formatText` anyway (stored before a placeholder was withdrawn, say) it is ignored
  * and the catalogue's text is used. Markup is never interpreted (`ignoreTag`): `<b>` is literal text and
  * the HTML part escapes it. Values are arguments, never parsed as messages themselves.
@@ -77,16 +77,26 @@ function format(message: MessageFormat, values: PlaceholderValues): string {
   return Array.isArray(out) ? out.join("") : String(out);
 }
 
-/** The argument names of a parsed message, in every branch of its plurals and selects. */
-function argumentsOf(elements: readonly MessageElement[], into = new Set<string>()): Set<string> {
+/**
+ * The argument names of a parsed message, in every branch of its selects, and whether it formats one as
+ * a number, date, time or plural: every placeholder is text, which those would misread.
+ */
+function argumentsOf(
+  elements: readonly MessageElement[],
+  found = { names: new Set<string>(), formatted: new Set<string>() },
+) {
   for (const element of elements) {
-    // Element types of @formatjs/icu-messageformat-parser: 0 literal (its value is text), 7 `#`, 8 tag.
-    if (element.type !== 0 && element.type !== 7 && "value" in element) into.add(String(element.value));
+    // Element types of @formatjs/icu-messageformat-parser: 0 literal (its value is text), 1 argument,
+    // 2 number, 3 date, 4 time, 5 select, 6 plural, 7 `#`, 8 tag (none: tags are parsed as text).
+    if (element.type !== 0 && element.type !== 7 && "value" in element) {
+      found.names.add(String(element.value));
+      if (element.type !== 1 && element.type !== 5) found.formatted.add(String(element.value));
+    }
     if ("options" in element)
-      for (const option of Object.values(element.options)) argumentsOf(option.value, into);
-    if ("children" in element) argumentsOf(element.children, into);
+      for (const option of Object.values(element.options)) argumentsOf(option.value, found);
+    if ("children" in element) argumentsOf(element.children, found);
   }
-  return into;
+  return found;
 }
 
 /** Values for trying a text: every placeholder, shaped like the real ones. */
@@ -119,12 +129,17 @@ function checked(key: string, text: string, lang: string): { message: MessageFor
   } catch (error) {
     return { problem: `the text is not a valid message: ${(error as Error).message}` };
   }
-  const used = argumentsOf(message.getAst());
+  const { names: used, formatted } = argumentsOf(message.getAst());
   const allowed = new Set<string>(target.placeholders);
   const unknown = [...used].filter((name) => !allowed.has(name));
+  const list = (names: readonly string[]) => names.map((n) => `{${n}}`).join(", ") || "none";
   if (unknown.length) {
-    const list = (names: readonly string[]) => names.map((n) => `{${n}}`).join(", ") || "none";
     return { problem: `unknown placeholder ${list(unknown)}; allowed: ${list(target.placeholders)}` };
+  }
+  if (formatted.size) {
+    return {
+      problem: `placeholders are text: ${list([...formatted])} may not be a number, date, time or plural`,
+    };
   }
   if (target.type && target.part === "text") {
     const missing = MESSAGES[target.type].required.filter((name) => !used.has(name));
@@ -141,8 +156,8 @@ function checked(key: string, text: string, lang: string): { message: MessageFor
 
 /**
  * Why `text` cannot be the text of `key`, or undefined when it can: the key must name a message's text
- * (./types.ts), the text must parse as an ICU message, use only the message's placeholders, contain the
- * required ones and format.
+ * (./types.ts), the text must parse as an ICU message, use only the message's placeholders (as text, or
+ * in a `select`), contain the required ones and format.
  */
 export function textProblem(key: string, text: string, lang: string = defaultLanguage): string | undefined {
   const result = checked(key, text, lang);
