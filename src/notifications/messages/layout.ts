@@ -106,6 +106,8 @@ export interface EmailContent {
   /** The sender named at the top (the instance). */
   senderName: string;
   link?: { url: string; button: string; hint: string };
+  /** The one-time code: a paragraph of the text that is just the code is set large, to be read off. */
+  code?: string;
 }
 
 /** Paragraphs (separated by a blank line) of lines. */
@@ -118,7 +120,10 @@ const paragraphs = (text: string): string[][] =>
 export function emailHtml(content: EmailContent, branding: Branding | undefined): string {
   return eta.render("email", {
     ...content,
-    paragraphs: paragraphs(content.text),
+    paragraphs: paragraphs(content.text).map((lines) => ({
+      lines,
+      code: content.code !== undefined && lines.length === 1 && lines[0] === content.code,
+    })),
     footerParagraphs: paragraphs(content.footer),
     colors: resolveBranding(branding),
   });

@@ -222,6 +222,12 @@ describe("renderMessage", () => {
     assert.equal(sms.text, "Code: 482913");
   });
 
+  it("sets a paragraph that is just the code large, escaped like any value", () => {
+    const message = render("OTP_EMAIL", { code: "<b>1</b>" }) as RenderedEmail;
+    assert.match(message.html, /letter-spacing:4px;color:#111827;">&lt;b&gt;1&lt;\/b&gt;<\/p>/);
+    assert.ok(message.text.includes("\n\n<b>1</b>\n\n"));
+  });
+
   it("keeps the subject on one line whatever the values hold", () => {
     const message = render("PASSWORD_RESET", {
       recipient: { ...input("PASSWORD_RESET").recipient, displayName: "Ada\r\nBcc: eve@example.com" },

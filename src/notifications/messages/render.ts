@@ -156,6 +156,7 @@ export function renderMessage<T extends MessageType>(type: T, input: MessageInpu
     text: text("text"),
     footer: text("footer"),
     senderName: input.instanceName,
+    code: spec.code ? input.code : undefined,
     link: url
       ? {
           url,

@@ -197,5 +197,14 @@ export function formatExpiry(seconds: number, lang: string): string {
       : seconds % 3_600 === 0
         ? [seconds / 3_600, "hour"]
         : [Math.ceil(seconds / 60), "minute"];
-  return new Intl.NumberFormat(lang, { style: "unit", unit, unitDisplay: "long" }).format(amount);
+  const format = `${lang} ${unit}`;
+  let formatter = unitFormats.get(format);
+  if (!formatter) {
+    formatter = new Intl.NumberFormat(lang, { style: "unit", unit, unitDisplay: "long" });
+    unitFormats.set(format, formatter);
+  }
+  return formatter.format(amount);
 }
+
+/** Number formats by language and unit: making one costs some 30 µs, using one 1 µs. */
+const unitFormats = new Map<string, Intl.NumberFormat>();
