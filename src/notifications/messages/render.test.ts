@@ -187,6 +187,13 @@ describe("renderMessage", () => {
       assert.throws(() => render("PASSWORD_RESET", { origin }), /origin/, origin);
     }
     assert.throws(() => render("OTP_SMS", { code: "" }), /needs the code/);
+    // The input's type says so too (tsc checks these lines).
+    const { code: _code, expiresIn: _expiresIn, ...withoutCode } = input("OTP_SMS");
+    // @ts-expect-error: a code-bearing message needs its code
+    assert.throws(() => renderMessage("OTP_SMS", withoutCode), /needs the code/);
+    const withCode = { ...withoutCode, code: "1", expiresIn: 9 };
+    // @ts-expect-error: PASSWORD_CHANGED carries no code
+    assert.equal(renderMessage("PASSWORD_CHANGED", withCode).channel, "EMAIL");
     assert.throws(() => render("INIT", { expiresIn: 0 }), /needs the code/);
   });
 
