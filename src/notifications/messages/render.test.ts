@@ -195,6 +195,7 @@ describe("renderMessage", () => {
     // @ts-expect-error: PASSWORD_CHANGED carries no code
     assert.equal(renderMessage("PASSWORD_CHANGED", withCode).channel, "EMAIL");
     assert.throws(() => render("INIT", { expiresIn: 0 }), /needs the code/);
+    assert.throws(() => render("constructor" as MessageType), /unknown message type/);
   });
 
   it("keeps SMS to one GSM 7-bit part: at most 160 characters for a realistic code, in every language", () => {

@@ -119,7 +119,7 @@ export function gsmLookalikes(text: string): string {
 const oneLine = (text: string) => text.replace(/\s+/g, " ").trim();
 
 export function renderMessage<T extends MessageType>(type: T, input: MessageInput<T>): RenderedMessage<T> {
-  const spec: MessageSpec | undefined = MESSAGES[type];
+  const spec: MessageSpec | undefined = Object.hasOwn(MESSAGES, type) ? MESSAGES[type] : undefined;
   if (!spec) throw new Error(`messages: unknown message type "${type}"`);
   const { recipient } = input;
   const language = messageLanguage(input.language);

@@ -119,6 +119,8 @@ describe("language", () => {
     assert.equal(messageLanguage({ preferred: "es", defaultLanguage: "pt" }), "en");
     assert.equal(messageLanguage({ preferred: "de", defaultLanguage: "it", allowed: ["en", "it"] }), "it");
     assert.equal(messageLanguage({ preferred: "de", defaultLanguage: "es", allowed: ["fr"] }), "fr");
+    assert.equal(messageLanguage({ preferred: "constructor", defaultLanguage: "__proto__" }), "en");
+    assert.throws(() => formatText("en", "constructor", {}), /no text "constructor"/);
   });
 
   it("writes the expiry in words of the language", () => {

@@ -3,15 +3,16 @@
  * @formatjs/intl like the login UI's), the choice of language, and the texts that override the catalogue.
  *
  * Overridden texts cannot inject anything: a text is an ICU message whose arguments may only be the
- * placeholders of its message type (./types.ts), as text or in a `select`; a text naming any other
- * argument, or one that does not parse, is refused by `textProblem` (the check a text-settings API runs before it stores a text), and
- * should one reach `formatText` anyway (stored before a placeholder was withdrawn, say) it is ignored
- * and the catalogue's text is used. Markup is never interpreted (`ignoreTag`): `<b>` is literal text and
- * the HTML part escapes it. Values are arguments, never parsed as messages themselves.
+ * placeholders of its message type (./types.ts), as text or in a `select`. A text naming any other
+ * argument, or one that does not parse, is refused by `textProblem` (the check a text-settings API runs
+ * before it stores a text); should one reach `formatText` anyway (stored before a placeholder was
+ * withdrawn, say) it is ignored and the catalogue's text is used. Markup is never interpreted
+ * (`ignoreTag`): `<b>` is literal text and the HTML part escapes it. Values are arguments, never parsed as
+ * messages themselves.
  *
- * ICU quoting: an ASCII apostrophe before `{` or `}` quotes it, so the catalogues use ’ in e-mail texts;
- * SMS texts keep to the GSM 7-bit alphabet (’ is not in it, and one character outside it cuts an SMS to
- * 70 characters), with ASCII apostrophes never followed by a brace.
+ * ICU quoting: an ASCII apostrophe before `{` or `}` quotes it, so the catalogues use ’ in e-mail texts.
+ * SMS texts use ASCII apostrophes (never before a brace): ’ is not in the GSM 7-bit alphabet, though
+ * ./render.ts replaces such look-alikes in any case.
  *
  * Adding a language: ./locales/<lang>.json with every key of en.json (a test checks this), and the
  * language in `supportedLanguages` (src/domain/settings/languages.ts), which the login UI shares.
@@ -47,7 +48,7 @@ const primary = (tag: string | null | undefined) => tag?.trim().split(/[-_]/, 1)
 export function messageLanguage(choice: LanguageChoice): string {
   const allowed = choice.allowed?.map(primary);
   const usable = (lang: string | undefined): lang is string =>
-    lang !== undefined && lang in catalogues && (!allowed || allowed.includes(lang));
+    lang !== undefined && Object.hasOwn(catalogues, lang) && (!allowed || allowed.includes(lang));
   const preferred = primary(choice.preferred);
   if (usable(preferred)) return preferred;
   const fallback = primary(choice.defaultLanguage);
@@ -55,7 +56,7 @@ export function messageLanguage(choice: LanguageChoice): string {
   return allowed?.find(usable) ?? defaultLanguage;
 }
 
-/** The text of the catalogue, by its key, of the message's language; undefined for an unknown key. */
+/** An administrator's text for `key` in the message's language; undefined: the catalogue's. */
 export type TextLookup = (language: string, key: string) => string | undefined;
 
 /** The values of a message's placeholders (a text using one that is absent fails to format). */
@@ -180,7 +181,8 @@ export function formatText(lang: string, key: string, values: PlaceholderValues,
       }
     }
   }
-  const message = catalogues[lang]?.[key];
+  const catalogue = Object.hasOwn(catalogues, lang) ? catalogues[lang] : undefined;
+  const message = catalogue && Object.hasOwn(catalogue, key) ? catalogue[key] : undefined;
   if (message === undefined) throw new Error(`messages: no text "${key}" in ${lang}`);
   return format(compile(catalogueFormatters, message, lang), values);
 }
