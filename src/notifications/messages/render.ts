@@ -142,11 +142,8 @@ export function renderMessage<T extends MessageType>(type: T, input: MessageInpu
   const text = (part: EmailPart) => formatText(language, keyOf(type, part), values, input.texts);
 
   if (spec.channel === "SMS") {
-    return {
-      channel: "SMS",
-      language,
-      text: text("text").trim(),
-    } satisfies RenderedSms as RenderedMessage<T>;
+    const sms: RenderedSms = { channel: "SMS", language, text: gsmLookalikes(text("text")).trim() };
+    return sms as RenderedMessage<T>;
   }
   const content: EmailContent = {
     lang: language,
