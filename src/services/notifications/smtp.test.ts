@@ -273,6 +273,22 @@ describe("notification providers: SMTP", () => {
       3,
       "provider.host: must be host:port",
     );
+    await rejects(
+      () => rest("PATCH", `${SMTP}/${id}`, { json: { reply_to_address: "x" } }),
+      400,
+      3,
+      "provider.reply_to_address: must match",
+    );
+    assert.equal(
+      (await rest("PATCH", `${SMTP}/${id}`, { json: { reply_to_address: "r@example.com" } })).status,
+      200,
+    );
+    assert.equal(
+      (await rest("GET", `${SMTP}/${id}`)).json.provider.provider.reply_to_address,
+      "r@example.com",
+    );
+    assert.equal((await rest("PATCH", `${SMTP}/${id}`, { json: { reply_to_address: "" } })).status, 200);
+    assert.equal((await rest("GET", `${SMTP}/${id}`)).json.provider.provider.reply_to_address, undefined);
     const noAuth = await rest("PATCH", `${SMTP}/${id}`, { json: { user: "" } });
     assert.equal(noAuth.status, 200, noAuth.text);
     assert.equal((await rest("GET", `${SMTP}/${id}`)).json.provider.provider.user, undefined);

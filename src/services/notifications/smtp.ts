@@ -41,6 +41,16 @@ import { listDetails } from "../mapping.ts";
 import { providerDetails, requireProvider, requireReachable, rowDetails, toFilters } from "./common.ts";
 import type { Gate } from "./service.ts";
 
+/** The pattern of e-mail addresses of the API (as `HumanEmail.address`). */
+const EMAIL = /^[\w.!#$%&'*+/=?^{|}~-]+@[\w.-]+$/;
+
+/** A patch's `reply_to_address`: an e-mail address, or empty (removes it). */
+function replyToOf(value: string | undefined): string | undefined {
+  if (value && !EMAIL.test(value))
+    throw new InvalidArgumentError(`must match ${EMAIL.source}`, "provider.reply_to_address");
+  return value;
+}
+
 /** `provider.host`: `host:port`, not a host the outbound policy refuses outright. */
 function hostOf(deps: ServiceDeps, host: string): string {
   const parsed = parseHostPort(host);
@@ -115,7 +125,7 @@ export function smtpRpcs(deps: ServiceDeps, gate: Gate): Partial<ServiceImpl<typ
             description: p.description,
             sender_address: p.senderAddress,
             sender_name: p.senderName,
-            reply_to_address: p.replyToAddress,
+            reply_to_address: replyToOf(p.replyToAddress),
             host: p.host === undefined ? undefined : hostOf(deps, p.host),
             tls: p.tls,
             user: p.user,
