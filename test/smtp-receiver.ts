@@ -63,17 +63,22 @@ export interface SmtpReceiverOptions {
   tls?: { cert: string; key: string };
   /** Require AUTH with these credentials (else no AUTH). */
   auth?: { user: string; password: string };
+  /** TLS from the first byte (implicit TLS, needs `tls`) instead of STARTTLS. */
+  implicitTls?: boolean;
+  /** The port (default: a free one). */
+  port?: number;
   /** Recipients whose local part starts with `reject` are refused with this answer. */
   rejectAnswer?: { code: number; text: string };
 }
 
-/** Starts a server on 127.0.0.1 (a free port). */
+/** Starts a server on 127.0.0.1 (a free port unless `port` is given; rejects when it cannot listen). */
 export async function startSmtpReceiver(options: SmtpReceiverOptions): Promise<SmtpReceiver> {
   const received: ReceivedMail[] = [];
   const settings: SMTPServerOptions = {
     logger: false,
     banner: "test receiver",
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),
+    secure: options.implicitTls === true,
     authOptional: !options.auth,
     // AUTH without TLS only where the test server offers no TLS at all
     allowInsecureAuth: !options.tls,
@@ -112,7 +117,10 @@ export async function startSmtpReceiver(options: SmtpReceiverOptions): Promise<S
     },
   };
   const server = new SMTPServer(settings);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", resolve);
+  });
   const port = (server.server.address() as AddressInfo).port;
   return {
     port,

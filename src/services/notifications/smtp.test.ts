@@ -233,6 +233,46 @@ describe("notification providers: SMTP", () => {
     assert.deepEqual(plain.received[0].envelope.to, ["bob@example.com"]);
   });
 
+  it("the server's certificate is verified: an untrusted one fails the test delivery", async () => {
+    const untrusted = await startSmtpReceiver({ tls: selfSignedCertificate(["smtp.test"]) });
+    try {
+      const id = await createProvider(
+        valid({ host: `smtp.test:${untrusted.port}`, user: undefined, password: undefined }),
+      );
+      const r = await rest("POST", `${SMTP}/${id}/_test`, { json: { receiver_address: "a@example.com" } });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.code, 9);
+      assert.match(r.json.message, /self[- ]signed certificate/);
+      assert.equal(untrusted.received.length, 0);
+    } finally {
+      await untrusted.close();
+    }
+  });
+
+  it("tls: true on port 465 speaks implicit TLS", async (t) => {
+    // 465 is a privileged port: the test runs only where it can listen there
+    const implicit = await startSmtpReceiver({
+      tls: certificate,
+      implicitTls: true,
+      port: 465,
+      auth: { user: "mailer", password: PASSWORD },
+    }).catch((error: NodeJS.ErrnoException) => error);
+    if (implicit instanceof Error) {
+      t.skip(`cannot listen on 127.0.0.1:465 (${implicit.code ?? implicit.message})`);
+      return;
+    }
+    try {
+      const id = await createProvider(valid({ host: "smtp.test:465" }));
+      const r = await rest("POST", `${SMTP}/${id}/_test`, { json: { receiver_address: "tls@example.com" } });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(implicit.received.length, 1);
+      assert.equal(implicit.received[0].secure, true);
+      assert.deepEqual(implicit.received[0].envelope.to, ["tls@example.com"]);
+    } finally {
+      await implicit.close();
+    }
+  });
+
   it("a host name resolving to a metadata address is refused at connect time", async () => {
     const id = await createProvider(valid({ host: "metadata.test:25" }));
     const r = await rest("POST", `${SMTP}/${id}/_test`, { json: { receiver_address: "a@example.com" } });
