@@ -453,6 +453,17 @@ describe("notification providers: SMTP", () => {
     await rejects(() => asOrgOwner("POST", SMTP, { json: valid() }), 403, 7);
   });
 
+  it("the read model rebuilds from the events; the sealed secrets stay", async () => {
+    const snapshot = (table: string) =>
+      platform.db.query(`SELECT * FROM ${table} ORDER BY (to_jsonb(${table}.*))::text`);
+    const providers = await snapshot("notification_providers");
+    const secrets = await snapshot("notification_provider_secrets");
+    assert.ok(providers.length > 5);
+    assert.ok(await platform.eventStore.rebuild("notification_providers"));
+    assert.deepEqual(await snapshot("notification_providers"), providers);
+    assert.deepEqual(await snapshot("notification_provider_secrets"), secrets);
+  });
+
   it("serves Connect: create, get, and a failing test as FailedPrecondition", async () => {
     const client = createClient(
       PlatformNotifications,
