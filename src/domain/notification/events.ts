@@ -53,6 +53,12 @@ export interface SmtpConfig {
   user?: string;
 }
 
+/** Payload of `smtp_provider.changed`: the fields that changed ("" removes an optional one) and a flag. */
+export interface SmtpChangedPayload extends Partial<SmtpConfig> {
+  /** A new password was stored (or the old one removed with the user); never the password itself. */
+  password_changed?: true;
+}
+
 /** Payload of `sms_provider.added` (the signing key is not in it). */
 export interface SmsConfig {
   description: string;
