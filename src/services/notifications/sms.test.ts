@@ -20,7 +20,12 @@ import { addCallers } from "../actions/testing.ts";
 
 const SMS = "/resources/v3alpha/sms_providers";
 
-const NAMES: Record<string, string> = { "sms.test": "127.0.0.1", "metadata.test": "169.254.169.254" };
+const NAMES: Record<string, string> = {
+  "sms.test": "127.0.0.1",
+  "metadata.test": "169.254.169.254",
+  "denied.test": "127.0.0.1",
+  "internal.test": "10.9.0.1",
+};
 const resolve: Resolve = async (hostname) => {
   const address = NAMES[hostname];
   if (!address) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" });
@@ -68,7 +73,11 @@ describe("notification providers: SMS", () => {
     });
     await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", r));
     base = `http://sms.test:${(gateway.address() as AddressInfo).port}`;
-    platform = await startPlatform({ listen: true, resolve });
+    platform = await startPlatform({
+      listen: true,
+      resolve,
+      env: { PLATFORM_EXECUTION_DENY_LIST: "denied.test,10.9.0.0/16" },
+    });
     callers = await addCallers(platform);
     rest = restClient(platform, () => callers.owner);
   });
@@ -162,6 +171,24 @@ describe("notification providers: SMS", () => {
       400,
       3,
       "provider.http.endpoint: 169.254.169.254 is a cloud metadata address",
+    );
+  });
+
+  it("PLATFORM_EXECUTION_DENY_LIST applies: names on create, addresses at connect time", async () => {
+    await rejects(
+      () =>
+        rest("POST", SMS, { json: { description: "denied", http: { endpoint: "http://denied.test/x" } } }),
+      400,
+      3,
+      "provider.http.endpoint: host denied.test is denied by PLATFORM_EXECUTION_DENY_LIST",
+    );
+    const { id } = await create({ description: "internal", http: { endpoint: "http://internal.test/x" } });
+    const r = await rest("POST", `${SMS}/${id}/_test`, { json: { receiver_number: "+1 555 0100" } });
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.code, 9);
+    assert.match(
+      r.json.message,
+      /internal\.test resolves to an address denied by PLATFORM_EXECUTION_DENY_LIST/,
     );
   });
 
