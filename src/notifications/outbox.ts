@@ -154,30 +154,32 @@ export type Outcome =
   | { state: typeof MessageState.failed; error: string };
 
 /**
- * The outcome of an attempt, recorded only while the row is still this process's lease. A finished row
- * (sent or failed) loses its sealed code.
+ * The outcomes of attempts, in one statement, each recorded only while its row is still this process's
+ * lease. A finished row (sent or failed) loses its sealed code.
  */
-export async function recordOutcome(
+export async function recordOutcomes(
   db: Queryable,
-  row: Pick<ClaimedMessage, "instance_id" | "id" | "attempts">,
+  outcomes: { row: Pick<ClaimedMessage, "instance_id" | "id" | "attempts">; outcome: Outcome }[],
   processId: string,
-  outcome: Outcome,
 ): Promise<void> {
+  if (outcomes.length === 0) return;
   await db.query(
-    `UPDATE notification_messages
-     SET state = $1::smallint, last_error = coalesce($2, last_error), leased_by = NULL, changed_at = now(),
-         sent_at = CASE WHEN $1::smallint = ${MessageState.sent} THEN now() END,
-         sealed_code = CASE WHEN $1::smallint = ${MessageState.pending} THEN sealed_code END,
-         next_attempt_at = now() + make_interval(secs => $3::double precision / 1000)
-     WHERE instance_id = $4 AND id = $5 AND leased_by = $6 AND attempts = $7`,
+    `UPDATE notification_messages m
+     SET state = o.state, last_error = coalesce(o.error, m.last_error), leased_by = NULL, changed_at = now(),
+         sent_at = CASE WHEN o.state = ${MessageState.sent} THEN now() END,
+         sealed_code = CASE WHEN o.state = ${MessageState.pending} THEN m.sealed_code END,
+         next_attempt_at = now() + make_interval(secs => o.retry_ms / 1000)
+     FROM unnest($1::text[], $2::text[], $3::int[], $4::smallint[], $5::text[], $6::double precision[])
+       AS o(instance_id, id, attempts, state, error, retry_ms)
+     WHERE m.instance_id = o.instance_id AND m.id = o.id AND m.attempts = o.attempts AND m.leased_by = $7`,
     [
-      outcome.state,
-      outcome.state === MessageState.sent ? null : outcome.error.slice(0, 1000),
-      outcome.state === MessageState.pending ? outcome.retryInMs : 0,
-      row.instance_id,
-      row.id,
+      outcomes.map((o) => o.row.instance_id),
+      outcomes.map((o) => o.row.id),
+      outcomes.map((o) => o.row.attempts),
+      outcomes.map((o) => o.outcome.state),
+      outcomes.map((o) => (o.outcome.state === MessageState.sent ? null : o.outcome.error.slice(0, 1000))),
+      outcomes.map((o) => (o.outcome.state === MessageState.pending ? o.outcome.retryInMs : 0)),
       processId,
-      row.attempts,
     ],
   );
 }

@@ -14,7 +14,7 @@
  */
 import { unseal } from "../crypto/masterkey.ts";
 import type { Metrics } from "../metrics/metrics.ts";
-import { activeProvider } from "../query/notification-providers.ts";
+import { activeProvider, type ProviderRow } from "../query/notification-providers.ts";
 import type { Queryable } from "../storage/database.ts";
 import { MESSAGES, type MessageInput, type MessageType, renderMessage } from "./messages/index.ts";
 import {
@@ -26,13 +26,13 @@ import {
   nextDue,
   type Outcome,
   purgeMessages,
-  recordOutcome,
+  recordOutcomes,
   releaseMessage,
   retryDelayMs,
 } from "./outbox.ts";
 import { type NotificationSender, SEND_TIMEOUT_MS } from "./sender.ts";
 import { SmsSendError } from "./sms.ts";
-import { SmtpSendError } from "./smtp.ts";
+import { SmtpSendError, type SmtpSession } from "./smtp.ts";
 
 /** Longest sleep when nothing is due (catches rows whose notification was missed). */
 const POLL_MS = 5_000;
@@ -41,6 +41,8 @@ const CONCURRENCY = 32;
 /** With sends in flight, rows are taken only once this many slots are free (fewer, larger claims). */
 const CLAIM_BATCH = 8;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
+/** Connections a worker keeps open to one SMTP provider while it has messages for it. */
+const SMTP_CONNECTIONS = 4;
 /** An SMTP exchange has several phases, each bounded by the send timeout: the lease covers them all. */
 const LEASE_SECONDS = (4 * SEND_TIMEOUT_MS) / 1000 + LEASE_MARGIN_SECONDS;
 
@@ -70,6 +72,15 @@ export class MessageWorker {
   private loop?: Promise<void>;
   private readonly inFlight = new Map<string, Promise<void>>();
   private nextPurge = Date.now() + 60_000;
+  /** Outcomes waiting for the statement that records them (./outbox.ts `recordOutcomes`). */
+  private outcomes: { row: ClaimedMessage; outcome: Outcome; done: (error?: unknown) => void }[] = [];
+  private recording?: Promise<void>;
+  /**
+   * Open SMTP transports by instance and provider version, with the number of messages in flight through
+   * each: messages sent one after the other reuse connections; the last one out closes the transport (and
+   * drops the password unsealed for it).
+   */
+  private readonly sessions = new Map<string, { session: SmtpSession; users: number }>();
 
   constructor(
     private readonly db: Queryable,
@@ -108,7 +119,8 @@ export class MessageWorker {
         const free = CONCURRENCY - this.inFlight.size;
         if (free >= CLAIM_BATCH || (free > 0 && this.inFlight.size === 0)) {
           const rows = await claimMessages(this.db, free, this.processId, LEASE_SECONDS);
-          for (const row of rows) this.dispatch(row);
+          const providers = await this.providersOf(rows);
+          for (const row of rows) this.dispatch(row, providers);
           if (rows.length === free) continue; // more may be due
           const due = await nextDue(this.db);
           if (due) waitMs = Math.max(0, Math.min(POLL_MS, due.getTime() - Date.now()));
@@ -144,25 +156,91 @@ export class MessageWorker {
     });
   }
 
-  private dispatch(row: ClaimedMessage): void {
+  /**
+   * The active provider of each instance and kind among `rows`, looked up once per claim: the provider a
+   * row is sent through is the one active when it was taken.
+   */
+  private async providersOf(rows: ClaimedMessage[]): Promise<Map<string, ProviderRow | undefined>> {
+    const providers = new Map<string, ProviderRow | undefined>();
+    for (const row of rows) {
+      const kind = kindOf(row);
+      const key = `${row.instance_id}\u0000${kind}`;
+      if (kind && !providers.has(key))
+        providers.set(key, await activeProvider(this.db, row.instance_id, kind));
+    }
+    return providers;
+  }
+
+  /**
+   * Records an outcome. One statement at a time: the outcomes that arrive while it runs are recorded
+   * together by the next one (fewer commits, each of which the embedded database flushes to disk).
+   */
+  private record(row: ClaimedMessage, outcome: Outcome): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.outcomes.push({ row, outcome, done: (error) => (error ? reject(error) : resolve()) });
+      this.recording ??= this.recordAll();
+    });
+  }
+
+  private async recordAll(): Promise<void> {
+    while (this.outcomes.length > 0) {
+      const batch = this.outcomes.splice(0, 500);
+      try {
+        await recordOutcomes(this.db, batch, this.processId);
+        for (const b of batch) b.done();
+      } catch (error) {
+        for (const b of batch) b.done(error);
+      }
+    }
+    this.recording = undefined;
+  }
+
+  /** The shared transport of an SMTP provider, taken for one message (`release` gives it back). */
+  private takeSession(instanceId: string, provider: ProviderRow): { session: SmtpSession; release(): void } {
+    const key = `${instanceId}\u0000${provider.id}\u0000${provider.sequence}`;
+    let entry = this.sessions.get(key);
+    if (!entry) {
+      entry = { session: this.sender.emailSession(instanceId, provider, SMTP_CONNECTIONS), users: 0 };
+      this.sessions.set(key, entry);
+    }
+    const taken = entry;
+    taken.users++;
+    return {
+      session: taken.session,
+      release: () => {
+        if (--taken.users > 0) return;
+        this.sessions.delete(key);
+        taken.session.close();
+      },
+    };
+  }
+
+  private dispatch(row: ClaimedMessage, providers: Map<string, ProviderRow | undefined>): void {
     const key = `${row.instance_id}\u0000${row.id}`;
-    const sending = this.deliver(row)
+    const provider = providers.get(`${row.instance_id}\u0000${kindOf(row)}`);
+    const smtp = provider && kindOf(row) === "smtp" ? this.takeSession(row.instance_id, provider) : undefined;
+    const sending = this.deliver(row, provider, smtp?.session)
       .catch((error) => this.log.error({ err: error, message_id: row.id }, "notification message failed"))
       .finally(() => {
+        smtp?.release();
         this.inFlight.delete(key);
         this.wake(); // a slot is free
       });
     this.inFlight.set(key, sending);
   }
 
-  private async deliver(row: ClaimedMessage): Promise<void> {
+  private async deliver(
+    row: ClaimedMessage,
+    provider: ProviderRow | undefined,
+    smtp: SmtpSession | undefined,
+  ): Promise<void> {
     if (this.stopped) {
       await releaseMessage(this.db, row, this.processId);
       return;
     }
     let outcome: Outcome;
     try {
-      await this.send(row);
+      await this.send(row, provider, smtp);
       outcome = { state: MessageState.sent };
     } catch (error) {
       if (!(error instanceof SendFailure)) throw error;
@@ -175,7 +253,7 @@ export class MessageWorker {
               retryInMs: retryDelayMs(row.attempts, this.settings.retryDelayMs),
             };
     }
-    await recordOutcome(this.db, row, this.processId, outcome);
+    await this.record(row, outcome);
     this.metrics?.notifications.inc({
       result:
         outcome.state === MessageState.sent
@@ -187,13 +265,16 @@ export class MessageWorker {
   }
 
   /** Renders and sends the message; throws a SendFailure when it was not sent. */
-  private async send(row: ClaimedMessage): Promise<void> {
+  private async send(
+    row: ClaimedMessage,
+    provider: ProviderRow | undefined,
+    smtp: SmtpSession | undefined,
+  ): Promise<void> {
     const type = row.type as MessageType;
-    const spec = MESSAGES[type];
-    if (!spec) throw new SendFailure(`unknown message type ${row.type}`, true);
+    const spec = Object.hasOwn(MESSAGES, type) ? MESSAGES[type] : undefined;
+    const kind = kindOf(row);
+    if (!spec || !kind) throw new SendFailure(`unknown message type ${row.type}`, true);
     if (row.username === null) throw new SendFailure(`user ${row.user_id} was removed`, true);
-    const kind = spec.channel === "EMAIL" ? "smtp" : "sms";
-    const provider = await activeProvider(this.db, row.instance_id, kind);
     if (!provider) throw new SendFailure(`no active ${kind === "smtp" ? "SMTP" : "SMS"} provider`, true);
     let code: { code: string; expiresIn: number } | Record<string, never> = {};
     if (spec.code) {
@@ -220,7 +301,8 @@ export class MessageWorker {
     const rendered = renderMessage(type, input);
     try {
       if (rendered.channel === "EMAIL") {
-        await this.sender.emailThrough(row.instance_id, provider, {
+        if (!smtp) throw new SendFailure("no SMTP transport", false);
+        await smtp.send({
           to: row.recipient,
           subject: rendered.subject,
           text: rendered.text,
@@ -239,6 +321,12 @@ export class MessageWorker {
       throw classify(error);
     }
   }
+}
+
+/** The provider kind a row is sent through (undefined: a type this version does not know). */
+function kindOf(row: ClaimedMessage): "smtp" | "sms" | undefined {
+  const spec = Object.hasOwn(MESSAGES, row.type) ? MESSAGES[row.type as MessageType] : undefined;
+  return spec ? (spec.channel === "EMAIL" ? "smtp" : "sms") : undefined;
 }
 
 /**
