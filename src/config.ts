@@ -111,6 +111,20 @@ export interface NotificationConfig {
   maxAttempts: number;
   /** Delay before the first retry of a message (doubling with each attempt, with jitter). */
   retryDelayMs: number;
+  /** How long a verification code stays valid (seconds). */
+  codeTtlSeconds: number;
+}
+
+/** `PLATFORM_NOTIFICATION_CODE_TTL`: seconds, or a number with `s`, `m` or `h` (`3600`, `90m`, `1h`). */
+function parseCodeTtl(raw: string): number {
+  const match = /^(\d{1,7})\s*(s|m|h)?$/.exec(raw.trim());
+  const seconds = match ? Number(match[1]) * { s: 1, m: 60, h: 3600 }[match[2] ?? "s"]! : Number.NaN;
+  if (!(seconds >= 60 && seconds <= 7 * 86400))
+    throw new ConfigError(
+      "PLATFORM_NOTIFICATION_CODE_TTL",
+      `must be a duration from 1 minute to 7 days (seconds, or with s, m or h: 3600, 90m, 1h); got "${raw}"`,
+    );
+  return seconds;
 }
 
 export const logFormats = ["auto", "json", "pretty"] as const;
@@ -284,6 +298,12 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_NOTIFICATION_RETRY_DELAY_MS",
     default: "5000",
     description: "first retry delay of a notification message; doubles per attempt (jittered, at most 1 h)",
+  },
+  {
+    name: "PLATFORM_NOTIFICATION_CODE_TTL",
+    default: "1h",
+    description:
+      "how long a verification code (e-mail, phone) stays valid: seconds, or with s, m or h; 1 minute to 7 days",
   },
   {
     name: "PLATFORM_EXECUTION_MAX_RESPONSE_BYTES",
@@ -627,6 +647,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
         10,
         3_600_000,
       ),
+      codeTtlSeconds: parseCodeTtl(str("PLATFORM_NOTIFICATION_CODE_TTL", "1h")!),
     },
     outbound: { allowPrivate, denyList },
     metrics,

@@ -53,6 +53,7 @@ import { search, TextMethod, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
+import { codeRpcs } from "./codes.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -258,7 +259,9 @@ export function usersService(deps: ServiceDeps) {
     }
   }
 
+  const codes = codeRpcs(deps, userCall, onUser);
   return apiService(PlatformUsers, {
+    ...codes.rpcs,
     async createUser(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
       if (call.context.type === "system")
@@ -322,10 +325,15 @@ export function usersService(deps: ServiceDeps) {
       const problem =
         username !== undefined && row.type === UserType.machine && machineUsernameProblem(username);
       if (problem) throw new InvalidArgumentError(problem, "user.username");
-      const details = await onUser(call, req.id, (user) => [
-        ...(username === undefined ? [] : changeUsernameEvent(user, username)),
-        ...changeUserEvents(user, change),
-      ]);
+      const details = await onUser(call, req.id, async (user, tx) => {
+        const events = [
+          ...(username === undefined ? [] : changeUsernameEvent(user, username)),
+          ...changeUserEvents(user, change),
+        ];
+        // an address changed without is_verified: true is unverified and gets a code to prove it
+        const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+        return [...events, ...(await codes.codesOnChange(tx, instanceId, user, events))];
+      });
       return { details };
     },
 
