@@ -10,7 +10,8 @@ import type { UserAggregate } from "./commands.ts";
 import { userEvent } from "./commands.ts";
 import { type CodeAddedPayload, UserEvent } from "./events.ts";
 
-export type CodeChannel = "email" | "phone";
+/** What a code proves: the e-mail address, the phone number, or the right to set a password (by e-mail). */
+export type CodeChannel = "email" | "phone" | "password";
 
 /** Wrong tries that invalidate a code. */
 export const MAX_FAILURES = 5;
@@ -34,6 +35,12 @@ const EVENTS = {
     added: UserEvent.phoneCodeAdded,
     failed: UserEvent.phoneCodeCheckFailed,
     verified: UserEvent.phoneVerified,
+  },
+  // a password code is used by the password change it allows (`user.password.changed`)
+  password: {
+    added: UserEvent.passwordCodeAdded,
+    failed: UserEvent.passwordCodeCheckFailed,
+    verified: undefined,
   },
 } as const;
 
@@ -80,9 +87,10 @@ export function addCodeEvent(
 }
 
 /**
- * Checks `code` against the user's open code of the channel: the verified event when it matches; the
- * failed try's event and the error to answer when it does not (the caller appends the event, then
- * throws); the error alone when no code can match (none, expired, used up, another address).
+ * Checks `code` against the user's open code of the channel: `verified` (the channel's verified event, none
+ * for a password code) when it matches; the failed try's event and the error to answer when it does not
+ * (the caller appends the event, then throws); the error alone when no code can match (none, expired,
+ * used up, another address).
  */
 export function checkCode(
   user: UserAggregate,
@@ -91,16 +99,18 @@ export function checkCode(
   /** The stored form of `code` for the address the open code proves (`codeHash`). */
   hashOf: (code: string, target: string) => string,
   now = Date.now(),
-): { verified: NewEvent } | { failed?: NewEvent; error: InvalidArgumentError } {
+): { verified: NewEvent[] } | { failed?: NewEvent; error: InvalidArgumentError } {
   const open = user.codes[channel];
   const invalid = new InvalidArgumentError("is wrong or expired", "verification_code");
-  const current = channel === "email" ? user.email : user.phone;
+  const current = channel === "phone" ? user.phone : user.email;
   if (!open || open.failures >= MAX_FAILURES || open.expiresAt.getTime() <= now || open.target !== current)
     return { error: invalid };
   const given = Buffer.from(hashOf(code, open.target));
   const stored = Buffer.from(open.hash);
   // constant time: the comparison takes as long wherever the first differing byte is
-  if (given.length === stored.length && timingSafeEqual(given, stored))
-    return { verified: userEvent(user, EVENTS[channel].verified, { target: open.target }) };
+  if (given.length === stored.length && timingSafeEqual(given, stored)) {
+    const verified = EVENTS[channel].verified;
+    return { verified: verified ? [userEvent(user, verified, { target: open.target })] : [] };
+  }
   return { failed: userEvent(user, EVENTS[channel].failed, {}), error: invalid };
 }

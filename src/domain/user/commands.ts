@@ -91,8 +91,8 @@ export interface UserAggregate {
   hasSecret: boolean;
   /** Links to external identities, by identity provider ID. */
   idpLinks: Map<string, { externalUserId: string; externalUsername: string }>;
-  /** The open verification code of the e-mail address and of the phone (./codes.ts). */
-  codes: { email?: OpenCode; phone?: OpenCode };
+  /** The open codes: of the e-mail address, of the phone, to set a password with (./codes.ts). */
+  codes: { email?: OpenCode; phone?: OpenCode; password?: OpenCode };
   /** When the user's last verification codes were made (the newest few): the rate limit. */
   codeTimes: Date[];
   /** Sequence and time of the last event. */
@@ -171,7 +171,10 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         ] as const)
           if (key in c) (user.profile as Record<string, unknown>)[key] = c[key];
         // a code proves the address it was made for: a new address voids it
-        if (c.email !== undefined && c.email !== user.email) user.codes.email = undefined;
+        if (c.email !== undefined && c.email !== user.email) {
+          user.codes.email = undefined;
+          user.codes.password = undefined; // it was sent to the old address
+        }
         if (c.phone !== undefined && c.phone !== user.phone) user.codes.phone = undefined;
         if (c.email !== undefined) user.email = c.email;
         if (c.email_verified !== undefined) user.emailVerified = c.email_verified;
@@ -186,9 +189,15 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         user.username = String(p.username);
         break;
       case UserEvent.emailCodeAdded:
-      case UserEvent.phoneCodeAdded: {
+      case UserEvent.phoneCodeAdded:
+      case UserEvent.passwordCodeAdded: {
         const c = p as unknown as CodeAddedPayload;
-        const channel = e.type === UserEvent.emailCodeAdded ? "email" : "phone";
+        const channel =
+          e.type === UserEvent.emailCodeAdded
+            ? "email"
+            : e.type === UserEvent.phoneCodeAdded
+              ? "phone"
+              : "password";
         user.codes[channel] = {
           hash: c.code_hash,
           expiresAt: new Date(c.expires_at),
@@ -199,8 +208,16 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         break;
       }
       case UserEvent.emailCodeCheckFailed:
-      case UserEvent.phoneCodeCheckFailed: {
-        const code = user.codes[e.type === UserEvent.emailCodeCheckFailed ? "email" : "phone"];
+      case UserEvent.phoneCodeCheckFailed:
+      case UserEvent.passwordCodeCheckFailed: {
+        const code =
+          user.codes[
+            e.type === UserEvent.emailCodeCheckFailed
+              ? "email"
+              : e.type === UserEvent.phoneCodeCheckFailed
+                ? "phone"
+                : "password"
+          ];
         if (code) code.failures++;
         break;
       }
@@ -213,6 +230,7 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         user.codes.phone = undefined;
         break;
       case UserEvent.passwordChanged:
+        user.codes.password = undefined; // a new password uses up (or voids) the password code
         user.passwordHash = String(p.password_hash);
         user.passwordChangeRequired = p.change_required === true;
         user.passwordLockedUntil = undefined;

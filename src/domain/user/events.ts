@@ -41,6 +41,10 @@ export const UserEvent = {
   phoneCodeCheckFailed: "user.human.phone.code.check.failed",
   /** The phone number was proven with its code. */
   phoneVerified: "user.human.phone.verified",
+  /** A code to set a password with was made (a reset, or an invitation; never the code). */
+  passwordCodeAdded: "user.human.password.code.added",
+  /** A wrong password code was given (5 invalidate the code). */
+  passwordCodeCheckFailed: "user.human.password.code.check.failed",
   removed: "user.removed",
 } as const;
 
@@ -54,6 +58,8 @@ export interface CodeAddedPayload {
   target: string;
   /** Whether a message carries the code (false: the caller got it with `return_code`). */
   sent: boolean;
+  /** Password codes: what for (`reset`: a forgotten password; `invite`: the first one). */
+  reason?: "reset" | "invite";
 }
 
 /** `user.human.email.verified`, `user.human.phone.verified`. */

@@ -34,6 +34,7 @@ type OnUser = (
 
 const MESSAGE = { email: "VERIFY_EMAIL", phone: "VERIFY_PHONE" } as const;
 const NAME = { email: "e-mail address", phone: "phone number" } as const;
+const REASON_MESSAGE = { reset: "PASSWORD_RESET", invite: "INIT" } as const;
 
 /**
  * Verification codes of a user's e-mail address and phone number (docs/notifications.md "Codes and user
@@ -46,6 +47,11 @@ export function codeRpcs(
   onUser: OnUser,
 ): {
   rpcs: Partial<ServiceImpl<typeof PlatformUsers>>;
+  checkPasswordCode: (
+    instanceId: string,
+    user: UserAggregate,
+    code: string,
+  ) => { ok: true } | { ok: false; events: NewEvent[]; error: InvalidArgumentError };
   codesOnChange: (
     tx: CommandTx,
     instanceId: string,
@@ -57,7 +63,7 @@ export function codeRpcs(
     (instanceId: string, userId: string, channel: CodeChannel) => (code: string, target: string) =>
       codeHash(deps.masterKey, { instanceId, userId, channel, target }, code);
 
-  /** A new code of `channel` for `user` (its event), queued in VERIFY_* unless `returnCode`. */
+  /** A new code of `channel` for `user` (its event), queued in a `type` message unless `returnCode`. */
   async function makeCode(
     tx: CommandTx,
     instanceId: string,
@@ -65,6 +71,8 @@ export function codeRpcs(
     channel: CodeChannel,
     target: string,
     returnCode: boolean,
+    type: "VERIFY_EMAIL" | "VERIFY_PHONE" | "PASSWORD_RESET" | "INIT",
+    reason?: "reset" | "invite",
   ): Promise<{ event: NewEvent; code: string }> {
     const messages = deps.messages;
     if (!messages) throw new InternalError("notification delivery is not set up");
@@ -75,12 +83,13 @@ export function codeRpcs(
       expires_at: new Date(Date.now() + ttl * 1000).toISOString(),
       target,
       sent: !returnCode,
+      ...(reason ? { reason } : {}),
     });
     if (!returnCode)
       await messages.queue(tx, {
         instanceId,
         userId: user.id,
-        type: MESSAGE[channel],
+        type,
         recipient: target,
         language: user.profile.preferred_language ?? undefined,
         origin: await messages.originOf(tx, instanceId),
@@ -89,7 +98,7 @@ export function codeRpcs(
     return { event, code };
   }
 
-  async function sendCode(ctx: HandlerContext, id: string, channel: CodeChannel, returnCode: boolean) {
+  async function sendCode(ctx: HandlerContext, id: string, channel: "email" | "phone", returnCode: boolean) {
     const { call } = await userCall(ctx, id, "user.write", { self: true });
     if (call.context.type === "system") throw new InternalError("users belong to an instance");
     const instanceId = call.context.instanceId;
@@ -98,11 +107,58 @@ export function codeRpcs(
       requireHuman(user, "verification codes");
       const target = channel === "email" ? user.email : user.phone;
       if (!target) throw new FailedPreconditionError(`the user has no ${NAME[channel]}`);
-      const made = await makeCode(tx, instanceId, user, channel, target, returnCode);
+      const made = await makeCode(tx, instanceId, user, channel, target, returnCode, MESSAGE[channel]);
       code = made.code;
       return [made.event];
     });
     return { details, verificationCode: returnCode ? code : undefined };
+  }
+
+  /** A password code by e-mail: a reset (PASSWORD_RESET) or an invitation (INIT, no password yet). */
+  async function passwordCode(
+    ctx: HandlerContext,
+    id: string,
+    reason: "reset" | "invite",
+    returnCode: boolean,
+  ) {
+    const { call } = await userCall(ctx, id, "user.write", { self: reason === "reset" });
+    if (call.context.type === "system") throw new InternalError("users belong to an instance");
+    const instanceId = call.context.instanceId;
+    let code = "";
+    const details = await onUser(call, id, async (user, tx) => {
+      requireHuman(user, "passwords");
+      if (!user.email) throw new FailedPreconditionError("the user has no e-mail address");
+      if (reason === "invite" && user.passwordHash)
+        throw new FailedPreconditionError("the user has a password: request a password reset instead");
+      const made = await makeCode(
+        tx,
+        instanceId,
+        user,
+        "password",
+        user.email,
+        returnCode,
+        REASON_MESSAGE[reason],
+        reason,
+      );
+      code = made.code;
+      return [made.event];
+    });
+    return { details, verificationCode: returnCode ? code : undefined };
+  }
+
+  /**
+   * For SetPassword with a `verification_code`: checks the user's password code, in the command, so the
+   * check and the change it allows are one decision. When it does not match: the events to append (the
+   * counted wrong try) and the error to answer after them.
+   */
+  function checkPasswordCode(
+    instanceId: string,
+    user: UserAggregate,
+    code: string,
+  ): { ok: true } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
+    const checked = checkCode(user, "password", code, hashOf(instanceId, user.id, "password"));
+    if ("verified" in checked) return { ok: true };
+    return { ok: false, events: checked.failed ? [checked.failed] : [], error: checked.error };
   }
 
   async function verify(ctx: HandlerContext, id: string, channel: CodeChannel, code: string) {
@@ -114,7 +170,7 @@ export function codeRpcs(
       requireHuman(user, "verification codes");
       refused = undefined;
       const checked = checkCode(user, channel, code, hashOf(instanceId, id, channel));
-      if ("verified" in checked) return [checked.verified];
+      if ("verified" in checked) return checked.verified;
       refused = checked.error;
       // the wrong try is counted (committed) before the refusal is answered
       return checked.failed ? [checked.failed] : [];
@@ -147,7 +203,7 @@ export function codeRpcs(
       if (!(await activeProvider(tx, instanceId, channel === "email" ? "smtp" : "sms"))) continue;
       // the code proves the new address: the aggregate as it is after the change
       const after = { ...user, [channel]: target, codeTimes: user.codeTimes };
-      out.push((await makeCode(tx, instanceId, after, channel, target, false)).event);
+      out.push((await makeCode(tx, instanceId, after, channel, target, false, MESSAGE[channel])).event);
     }
     return out;
   }
@@ -157,6 +213,8 @@ export function codeRpcs(
     verifyEmail: (req, ctx) => verify(ctx, req.id, "email", req.verificationCode),
     sendPhoneCode: (req, ctx) => sendCode(ctx, req.id, "phone", req.returnCode),
     verifyPhone: (req, ctx) => verify(ctx, req.id, "phone", req.verificationCode),
+    requestPasswordReset: (req, ctx) => passwordCode(ctx, req.id, "reset", req.returnCode),
+    inviteUser: (req, ctx) => passwordCode(ctx, req.id, "invite", req.returnCode),
   };
-  return { rpcs, codesOnChange };
+  return { rpcs, codesOnChange, checkPasswordCode };
 }

@@ -420,7 +420,11 @@ export function usersService(deps: ServiceDeps) {
       const input = req.password!;
       checkPasswordPolicy(input.password, deps.config.passwordMinLength, "password.password");
       const isSelf = call.caller.kind === "user" && call.caller.userId === req.id;
-      if (input.currentPassword !== undefined || (isSelf && row.password_set)) {
+      const code = input.verificationCode;
+      if (code !== undefined && input.currentPassword !== undefined)
+        throw new InvalidArgumentError("give either current_password or verification_code", "password");
+      if (code === "") throw new InvalidArgumentError("must not be empty", "password.verification_code");
+      if (code === undefined && (input.currentPassword !== undefined || (isSelf && row.password_set))) {
         if (!input.currentPassword)
           throw new InvalidArgumentError("is required", "password.current_password");
         const current = await deps.db.query<{ password_hash: string | null }>(
@@ -432,8 +436,19 @@ export function usersService(deps: ServiceDeps) {
           throw new InvalidArgumentError("is not the current password", "password.current_password");
       }
       const passwordHash = await hashPassword(input.password);
+      let refused: InvalidArgumentError | undefined;
       const details = await onUser(call, req.id, (user) => {
         requireHuman(user, "passwords");
+        refused = undefined;
+        if (code !== undefined) {
+          // the code (RequestPasswordReset, InviteUser) stands for the current password
+          const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+          const checked = codes.checkPasswordCode(instanceId, user, code);
+          if (!checked.ok) {
+            refused = checked.error;
+            return checked.events; // the wrong try is counted, nothing else changes
+          }
+        }
         return [
           userEvent(user, UserEvent.passwordChanged, {
             password_hash: passwordHash,
@@ -441,6 +456,7 @@ export function usersService(deps: ServiceDeps) {
           }),
         ];
       });
+      if (refused) throw refused;
       return { details };
     },
 
