@@ -4,7 +4,10 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { authorizePath, responseParams, signInThroughUi } from "../../../test/authorize.ts";
 import { assertRejected, restClient, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
+import { HttpBrowser } from "../../../test/login.ts";
+import { client, discover } from "../../../test/oidc.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
 import { codeHash } from "../../domain/user/codes.ts";
 import { USER, UserEvent } from "../../domain/user/events.ts";
@@ -13,6 +16,8 @@ import { addCallers } from "../actions/testing.ts";
 
 const USERS = "/resources/v3alpha/users";
 const SEARCH = "/resources/v3alpha/notifications/_search";
+const CALLBACK = "https://self.example/callback";
+const API_SCOPE = "openid urn:platform:iam:org:project:id:platform:aud";
 
 /** E-mail and phone verification codes: sent through the outbox, single use, 5 tries, expiry, rate limit. */
 describe("users: verification codes", () => {
@@ -233,6 +238,64 @@ describe("users: verification codes", () => {
     assert.equal(verified.status, 200, verified.text);
     assert.equal((await user(id)).human.email.is_verified, true);
     assert.equal((await messagesOf(id)).length, before, "no code for a verified address");
+  });
+
+  /** An access token of the API for `username`, signed in through the login UI (authorization code flow). */
+  const signIn = async (username: string, password: string) => {
+    const project = await rest("POST", "/resources/v3alpha/projects", { json: { name: `self ${username}` } });
+    assert.equal(project.status, 201, project.text);
+    const app = await rest("POST", `/resources/v3alpha/projects/${project.json.details.id}/apps`, {
+      json: {
+        name: "self",
+        oidc: {
+          redirect_uris: [CALLBACK],
+          response_types: ["OIDC_RESPONSE_TYPE_CODE"],
+          grant_types: ["OIDC_GRANT_TYPE_AUTHORIZATION_CODE"],
+          app_type: "OIDC_APP_TYPE_WEB",
+          auth_method: "OIDC_AUTH_METHOD_TYPE_BASIC",
+        },
+      },
+    });
+    assert.equal(app.status, 201, app.text);
+    const config = await discover(
+      platform.url,
+      app.json.client_id,
+      client.ClientSecretBasic(app.json.client_secret),
+    );
+    const verifier = client.randomPKCECodeVerifier();
+    const state = client.randomState();
+    const path = authorizePath({
+      client_id: app.json.client_id,
+      redirect_uri: CALLBACK,
+      response_type: "code",
+      scope: API_SCOPE,
+      state,
+      code_challenge: await client.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: "S256",
+    });
+    const answer = await signInThroughUi(new HttpBrowser(platform.url), path, username, password);
+    const tokens = await client.authorizationCodeGrant(config, responseParams(answer).url, {
+      pkceCodeVerifier: verifier,
+      expectedState: state,
+    });
+    return tokens.access_token;
+  };
+
+  it("a user without any role may send and verify its own code, not another's", async () => {
+    const id = await createHuman("self-served", { password: { password: "Self-Pa55word!" } });
+    const token = await signIn("self-served", "Self-Pa55word!");
+    const asSelf = restClient(platform, () => token);
+    const sent = await asSelf("POST", `${USERS}/${id}/email/_send_code`, { json: { return_code: true } });
+    assert.equal(sent.status, 200, sent.text);
+    const verified = await asSelf("POST", `${USERS}/${id}/email/_verify`, {
+      json: { verification_code: sent.json.verification_code },
+    });
+    assert.equal(verified.status, 200, verified.text);
+    const other = await createHuman("someone-else");
+    const refused = await asSelf("POST", `${USERS}/${other}/email/_send_code`, {
+      json: { return_code: true },
+    });
+    assert.ok(refused.status === 403 || refused.status === 404, refused.text);
   });
 
   it("permissions and Connect", async () => {
