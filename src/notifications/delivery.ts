@@ -7,6 +7,7 @@
  */
 import { type Config, externalOrigin } from "../config.ts";
 import { randomToken } from "../crypto/tokens.ts";
+import { SETTINGS } from "../domain/settings/events.ts";
 import { UserEvent } from "../domain/user/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { Metrics } from "../metrics/metrics.ts";
@@ -87,7 +88,9 @@ export function createNotificationDelivery(options: {
       });
     }
   });
-  eventStore.onCommitted(() => {
+  eventStore.onStale(() => worker.forgetLanguages());
+  eventStore.onCommitted((events) => {
+    if (events.some((e) => e.aggregateType === SETTINGS)) worker.forgetLanguages();
     if (!queued) return;
     queued = false;
     worker.wake();

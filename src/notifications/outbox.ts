@@ -97,6 +97,7 @@ export interface ClaimedMessage {
   created_at: Date;
   /** null when the user was removed since. */
   username: string | null;
+  org_id: string | null;
   given_name: string | null;
   family_name: string | null;
   display_name: string | null;
@@ -129,7 +130,7 @@ export async function claimMessages(
        RETURNING m.instance_id, m.id, m.attempts, m.user_id, m.type, m.channel, m.recipient, m.language,
                  m.origin, m.sealed_code, m.code_expires_in, m.created_at
      )
-     SELECT c.*, u.username, u.given_name, u.family_name, u.display_name, o.name AS org_name,
+     SELECT c.*, u.org_id, u.username, u.given_name, u.family_name, u.display_name, o.name AS org_name,
             i.name AS instance_name
      FROM claimed c
      LEFT JOIN users u ON u.instance_id = c.instance_id AND u.id = c.user_id

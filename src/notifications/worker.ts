@@ -13,8 +13,10 @@
  * sent again only when the provider's acknowledgement was never recorded (a crash between the two).
  */
 import { unseal } from "../crypto/masterkey.ts";
+import { type LanguageChoice, languageSettings } from "../login/i18n.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { activeProvider, type ProviderRow } from "../query/notification-providers.ts";
+import { settingsLayers } from "../query/settings.ts";
 import type { Queryable } from "../storage/database.ts";
 import { MESSAGES, type MessageInput, type MessageType, renderMessage } from "./messages/index.ts";
 import {
@@ -41,6 +43,8 @@ const CONCURRENCY = 32;
 /** With sends in flight, rows are taken only once this many slots are free (fewer, larger claims). */
 const CLAIM_BATCH = 8;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
+/** How long the language settings of an organization are used before they are read again. */
+const LANGUAGES_TTL_MS = 5_000;
 /** Connections a worker keeps open to one SMTP provider while it has messages for it. */
 const SMTP_CONNECTIONS = 4;
 /** An SMTP exchange has several phases, each bounded by the send timeout: the lease covers them all. */
@@ -81,6 +85,7 @@ export class MessageWorker {
    * drops the password unsealed for it).
    */
   private readonly sessions = new Map<string, { session: SmtpSession; users: number }>();
+  private readonly languageCache = new Map<string, { value: LanguageChoice; until: number }>();
 
   constructor(
     private readonly db: Queryable,
@@ -94,6 +99,11 @@ export class MessageWorker {
 
   start(): void {
     this.loop ??= this.run();
+  }
+
+  /** The language settings may have changed (a settings event, or changes this process missed). */
+  forgetLanguages(): void {
+    this.languageCache.clear();
   }
 
   /** Something may be due now. */
@@ -120,7 +130,8 @@ export class MessageWorker {
         if (free >= CLAIM_BATCH || (free > 0 && this.inFlight.size === 0)) {
           const rows = await claimMessages(this.db, free, this.processId, LEASE_SECONDS);
           const providers = await this.providersOf(rows);
-          for (const row of rows) this.dispatch(row, providers);
+          const languages = await this.languagesOf(rows);
+          for (const row of rows) this.dispatch(row, providers, languages.get(languageKey(row)));
           if (rows.length === free) continue; // more may be due
           const due = await nextDue(this.db);
           if (due) waitMs = Math.max(0, Math.min(POLL_MS, due.getTime() - Date.now()));
@@ -172,6 +183,31 @@ export class MessageWorker {
   }
 
   /**
+   * The language settings of each organization among `rows` (its own, else the instance's), read at most
+   * every LANGUAGES_TTL_MS per organization, and again after any settings event (`forgetLanguages`).
+   */
+  private async languagesOf(rows: ClaimedMessage[]): Promise<Map<string, LanguageChoice>> {
+    const languages = new Map<string, LanguageChoice>();
+    for (const row of rows) {
+      const key = languageKey(row);
+      if (languages.has(key)) continue;
+      let cached = this.languageCache.get(key);
+      if (!cached || cached.until < Date.now()) {
+        if (this.languageCache.size > 10_000) this.languageCache.clear();
+        const value = await languageSettings(
+          (category, context) => settingsLayers(this.db, category, context),
+          row.instance_id,
+          row.org_id ?? undefined,
+        );
+        cached = { value, until: Date.now() + LANGUAGES_TTL_MS };
+        this.languageCache.set(key, cached);
+      }
+      languages.set(key, cached.value);
+    }
+    return languages;
+  }
+
+  /**
    * Records an outcome. One statement at a time: the outcomes that arrive while it runs are recorded
    * together by the next one (fewer commits, each of which the embedded database flushes to disk).
    */
@@ -215,11 +251,15 @@ export class MessageWorker {
     };
   }
 
-  private dispatch(row: ClaimedMessage, providers: Map<string, ProviderRow | undefined>): void {
+  private dispatch(
+    row: ClaimedMessage,
+    providers: Map<string, ProviderRow | undefined>,
+    languages: LanguageChoice | undefined,
+  ): void {
     const key = `${row.instance_id}\u0000${row.id}`;
     const provider = providers.get(`${row.instance_id}\u0000${kindOf(row)}`);
     const smtp = provider && kindOf(row) === "smtp" ? this.takeSession(row.instance_id, provider) : undefined;
-    const sending = this.deliver(row, provider, smtp?.session)
+    const sending = this.deliver(row, provider, smtp?.session, languages)
       .catch((error) => this.log.error({ err: error, message_id: row.id }, "notification message failed"))
       .finally(() => {
         smtp?.release();
@@ -233,6 +273,7 @@ export class MessageWorker {
     row: ClaimedMessage,
     provider: ProviderRow | undefined,
     smtp: SmtpSession | undefined,
+    languages: LanguageChoice | undefined,
   ): Promise<void> {
     if (this.stopped) {
       await releaseMessage(this.db, row, this.processId);
@@ -240,7 +281,7 @@ export class MessageWorker {
     }
     let outcome: Outcome;
     try {
-      await this.send(row, provider, smtp);
+      await this.send(row, provider, smtp, languages);
       outcome = { state: MessageState.sent };
     } catch (error) {
       if (!(error instanceof SendFailure)) throw error;
@@ -269,6 +310,7 @@ export class MessageWorker {
     row: ClaimedMessage,
     provider: ProviderRow | undefined,
     smtp: SmtpSession | undefined,
+    languages: LanguageChoice | undefined,
   ): Promise<void> {
     const type = row.type as MessageType;
     const spec = Object.hasOwn(MESSAGES, type) ? MESSAGES[type] : undefined;
@@ -285,7 +327,12 @@ export class MessageWorker {
       };
     }
     const input = {
-      language: { preferred: row.language ?? undefined },
+      // the recipient's language, else the default of the language settings, within the allowed ones
+      language: {
+        preferred: row.language,
+        defaultLanguage: languages?.defaultLanguage ?? "en",
+        allowed: languages?.allowed,
+      },
       origin: row.origin,
       recipient: {
         userId: row.user_id,
@@ -322,6 +369,8 @@ export class MessageWorker {
     }
   }
 }
+
+const languageKey = (row: ClaimedMessage) => `${row.instance_id}\u0000${row.org_id ?? ""}`;
 
 /** The provider kind a row is sent through (undefined: a type this version does not know). */
 function kindOf(row: ClaimedMessage): "smtp" | "sms" | undefined {

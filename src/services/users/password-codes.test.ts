@@ -117,6 +117,33 @@ describe("users: password reset and invitation", () => {
     assert.equal(smtp.received.length, sent, "nothing was sent");
   });
 
+  it("a user without a preferred language gets the default language of the language settings", async () => {
+    const set = await rest("PATCH", "/settings/v3alpha/languages", {
+      json: { default_language: { key: "it" } },
+    });
+    assert.equal(set.status, 200, set.text);
+    try {
+      const r = await rest("POST", USERS, {
+        json: {
+          username: "italian",
+          human: {
+            profile: { given_name: "Ada", family_name: "Byron" },
+            email: { address: "italian@example.com" },
+          },
+        },
+      });
+      assert.equal(r.status, 201, r.text);
+      assert.equal(
+        (await rest("POST", `${USERS}/${r.json.details.id}/password/_request_reset`, { json: {} })).status,
+        200,
+      );
+      const mail = await mailTo("italian@example.com", "/ui/login/password-reset?");
+      assert.match(mail.mail.subject ?? "", /^Reimposta la tua password/);
+    } finally {
+      await rest("PATCH", "/settings/v3alpha/languages", { json: { default_language: {} } });
+    }
+  });
+
   it("_invite sends INIT to a user without a password; the code sets the first password", async () => {
     const id = await createHuman("newcomer");
     const invited = await rest("POST", `${USERS}/${id}/_invite`, { json: {} });
