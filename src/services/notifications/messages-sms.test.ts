@@ -9,6 +9,8 @@ import { addCallers } from "../actions/testing.ts";
 
 const SEARCH = "/resources/v3alpha/notifications/_search";
 const SMS = "/resources/v3alpha/sms_providers";
+const SLOW = -1;
+const SLOW_MS = 3_000;
 
 /** The notification outbox's SMS messages: a signed POST to a local gateway, retried on 503, refused on 400. */
 describe("notification delivery: SMS", () => {
@@ -17,7 +19,7 @@ describe("notification delivery: SMS", () => {
   let gateway: http.Server;
   let signingKey: string;
   const posts: { body: Record<string, unknown>; signature: string; raw: string }[] = [];
-  /** The next answers of the gateway (then 202). */
+  /** The next answers of the gateway (then 202); SLOW: 202 after SLOW_MS. */
   const answers: number[] = [];
   const rest = restClient(
     () => platform,
@@ -30,8 +32,9 @@ describe("notification delivery: SMS", () => {
       req.on("data", (d) => (raw += d));
       req.on("end", () => {
         posts.push({ body: JSON.parse(raw), signature: String(req.headers["platform-signature"]), raw });
-        const status = answers.shift() ?? 202;
-        res.writeHead(status).end(status === 202 ? "" : `status ${status}`);
+        const answer = answers.shift() ?? 202;
+        if (answer === SLOW) setTimeout(() => res.writeHead(202).end(), SLOW_MS);
+        else res.writeHead(answer).end(answer === 202 ? "" : `status ${answer}`);
       });
     });
     await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", r));
@@ -108,5 +111,30 @@ describe("notification delivery: SMS", () => {
     assert.equal(refused.state, "NOTIFICATION_STATE_FAILED");
     assert.equal(refused.attempts, 1);
     assert.match(refused.last_error, /answered 400/);
+  });
+
+  it("the request that causes a message never waits for the provider", async () => {
+    const created = await rest("POST", "/resources/v3alpha/users", {
+      json: {
+        username: "slow-phone",
+        human: {
+          profile: { given_name: "Slow", family_name: "Gateway" },
+          email: { address: "slow@example.com" },
+          phone: { number: "+41791110000" },
+        },
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.details.id as string;
+    answers.push(SLOW);
+    const started = performance.now();
+    const sent = await rest("POST", `/resources/v3alpha/users/${id}/phone/_send_code`, { json: {} });
+    const took = performance.now() - started;
+    assert.equal(sent.status, 200, sent.text);
+    assert.ok(took < SLOW_MS / 2, `the request took ${Math.round(took)} ms`);
+    const r = await rest("POST", SEARCH, { json: [{ user_id: { user_id: id } }] });
+    assert.equal(r.json.result[0].state, "NOTIFICATION_STATE_PENDING", "being sent");
+    const done = await settled(r.json.result[0].details.id);
+    assert.equal(done.state, "NOTIFICATION_STATE_SENT");
   });
 });
