@@ -10,7 +10,9 @@
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
 // BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts), BENCH_SERVER_NODE_ARGS (node
-// options for the server only, e.g. a CPU profile).
+// options for the server only, e.g. a CPU profile), BENCH_API_MATCH (only the API scenarios whose name
+// matches this regular expression, e.g. "create human user"; BENCH_OIDC_MATCH likewise for the OIDC ones).
+// API rows note the server's CPU time per request (utime + stime of its process, Linux).
 // Every scenario ends as a row of one table (bench/report.ts), printed at the end.
 // The browser sign-in scenario (authorize → login name → password → code → token, eight requests) runs
 // with the login UI's rate limits off and is reported beside the raw argon2id verifications per second of
@@ -181,8 +183,10 @@ try {
 
 async function apiScenarios(): Promise<void> {
   console.log(`Management API, ${connections} connections`);
-  for (const scenario of scenarios) {
+  const match = process.env.BENCH_API_MATCH ? new RegExp(process.env.BENCH_API_MATCH) : undefined;
+  for (const scenario of scenarios.filter((s) => !match || match.test(s.name))) {
     let i = 0;
+    const cpuBefore = serverCpuSeconds();
     const result = await autocannon({
       url: `${url}${scenario.path}`,
       method: scenario.method ?? "GET",
@@ -201,6 +205,11 @@ async function apiScenarios(): Promise<void> {
             ]
           : undefined,
     });
+    const cpuAfter = serverCpuSeconds();
+    const cpuMs =
+      cpuBefore === undefined || cpuAfter === undefined || result.requests.total === 0
+        ? undefined
+        : ((cpuAfter - cpuBefore) * 1000) / result.requests.total;
     record({
       group: "api",
       scenario: scenario.name,
@@ -208,7 +217,19 @@ async function apiScenarios(): Promise<void> {
       p50: result.latency.p50,
       p99: result.latency.p99,
       errors: result.errors + result.non2xx,
+      note: cpuMs === undefined ? undefined : `server CPU ${cpuMs.toFixed(3)} ms per request`,
     });
+  }
+}
+
+/** The server process's CPU time so far (user + system, /proc on Linux; undefined elsewhere). */
+function serverCpuSeconds(): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1].split(" ");
+    // utime and stime, fields 14 and 15 of the line, in clock ticks (100 a second on Linux)
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
   }
 }
 
