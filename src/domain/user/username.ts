@@ -33,17 +33,7 @@ export function usernameKey(username: string): string {
   return `#sha256:${createHash("sha256").update(folded).digest("hex")}`;
 }
 
-/** ASCII only: no ignorables, NFKC leaves it as it is, and the case fold is lower case (see usernameKey). */
-const ASCII = /^[\x00-\x7f]*$/;
-
-/** Exported for the test that the ASCII shortcut agrees with the full fold. */
-export function fold(username: string): string {
-  // Most usernames are ASCII; the full fold (two regular expressions, two normalizations, three case
-  // mappings) runs three times per user create.
-  return ASCII.test(username) ? username.toLowerCase() : foldUnicode(username);
-}
-
-export function foldUnicode(username: string): string {
+function fold(username: string): string {
   return username
     .replace(ignorable, "")
     .normalize("NFKC")
