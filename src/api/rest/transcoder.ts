@@ -333,8 +333,8 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
         const url = `${request.protocol}://${request.host}${request.url}`;
         // The context connect's createHandlerContext would make, without what a REST call does not use: a
         // REST call has no deadline (no timer, no deadline signal), and the request headers are this call's
-        // own (no copy). Its three AbortControllers (some 10 µs of CPU each) with their listeners, and the
-        // header copy, were about 5 % of a create's CPU.
+        // own (no copy). Its three AbortControllers linked by listeners and the header copy cost some 18 µs
+        // of CPU per call, 2 % of a user create.
         const ctx: HandlerContext = {
           service,
           method,
@@ -403,7 +403,7 @@ const noTimeout = () => undefined;
 
 /**
  * A REST call's abort signal, aborted when the client closes the connection before the answer. Made when
- * first asked for: an AbortSignal costs some 10 µs of CPU to create, and most calls never look at it.
+ * first asked for: an AbortSignal costs some 3 µs of CPU to create, and most calls never look at it.
  */
 class CallAbort {
   private controller: AbortController | undefined;
