@@ -190,9 +190,15 @@ describe("event store", () => {
         aggregateId: a,
         resourceOwner: "owner-a",
         type: "counter.incremented",
-        payload: { z: 1, a: { nested: [1, "two", null, true] }, dropped: undefined, text: "ü\u2028\"" },
+        payload: { z: 1, a: { nested: [1, "two", null, true] }, dropped: undefined, text: 'ü\u2028"' },
       },
-      { aggregateType: "counter", aggregateId: b, resourceOwner: "owner-b", type: "counter.reset", payload: null },
+      {
+        aggregateType: "counter",
+        aggregateId: b,
+        resourceOwner: "owner-b",
+        type: "counter.reset",
+        payload: null,
+      },
       { aggregateType: "counter", aggregateId: a, resourceOwner: "owner-a", type: "counter.reset" },
     ]);
     const read = [

@@ -390,7 +390,8 @@ describe("REST transcoder", () => {
       req.on("error", () => {});
       await new Promise((resolve) => setTimeout(resolve, 100));
       req.destroy();
-      for (let i = 0; i < 50 && !aborted.has(id); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      for (let i = 0; i < 50 && !aborted.has(id); i++)
+        await new Promise((resolve) => setTimeout(resolve, 20));
       assert.equal(aborted.get(id), "Error: client closed the connection", id);
     }
   });
