@@ -12,7 +12,6 @@
 // BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts), BENCH_SERVER_NODE_ARGS (node
 // options for the server only, e.g. a CPU profile), BENCH_API_MATCH (only the API scenarios whose name
 // matches this regular expression, e.g. "create human user"; BENCH_OIDC_MATCH likewise for the OIDC ones).
-// API rows note the server's CPU time per request (utime + stime of its process, Linux).
 // Every scenario ends as a row of one table (bench/report.ts), printed at the end.
 // The browser sign-in scenario (authorize → login name → password → code → token, eight requests) runs
 // with the login UI's rate limits off and is reported beside the raw argon2id verifications per second of
@@ -56,6 +55,8 @@ const signInClients = Number(process.env.BENCH_SIGNIN_CLIENTS ?? 8);
  */
 const signInAgent = new http.Agent({ keepAlive: true, maxSockets: signInClients });
 const ADMIN_PASSWORD = "Bench-Password1!";
+/** The last CPU time read of each PostgreSQL backend of the bench's database (cpuNow). */
+const postgresBackendsSeen = new Map<number, number>();
 const root = path.resolve(import.meta.dirname, "..");
 const peerDir = path.resolve(process.env.BENCH_PEER_DIR ?? path.join(root, "../shared/bench/peer"));
 const dir = mkdtempSync(path.join(os.tmpdir(), "platform-bench-"));
@@ -186,7 +187,7 @@ async function apiScenarios(): Promise<void> {
   const match = process.env.BENCH_API_MATCH ? new RegExp(process.env.BENCH_API_MATCH) : undefined;
   for (const scenario of scenarios.filter((s) => !match || match.test(s.name))) {
     let i = 0;
-    const cpuBefore = serverCpuSeconds();
+    const cpuBefore = await cpuNow();
     const result = await autocannon({
       url: `${url}${scenario.path}`,
       method: scenario.method ?? "GET",
@@ -205,11 +206,14 @@ async function apiScenarios(): Promise<void> {
             ]
           : undefined,
     });
-    const cpuAfter = serverCpuSeconds();
-    const cpuMs =
-      cpuBefore === undefined || cpuAfter === undefined || result.requests.total === 0
-        ? undefined
-        : ((cpuAfter - cpuBefore) * 1000) / result.requests.total;
+    const cpuAfter = await cpuNow();
+    // CPU per request tells a change's effect even when the machine is busy (req/s does not)
+    const perRequest = (before: number | null, after: number | null) =>
+      before === null || after === null ? "–" : ((after - before) / result.requests.total).toFixed(3);
+    const note =
+      `CPU ms per request: server ${perRequest(cpuBefore.server, cpuAfter.server)}` +
+      `${backend.env.DATABASE_URL ? `, PostgreSQL backends ${perRequest(cpuBefore.postgres, cpuAfter.postgres)}` : ""}`;
+    console.log(`  ${scenario.name}: ${note}`);
     record({
       group: "api",
       scenario: scenario.name,
@@ -217,19 +221,8 @@ async function apiScenarios(): Promise<void> {
       p50: result.latency.p50,
       p99: result.latency.p99,
       errors: result.errors + result.non2xx,
-      note: cpuMs === undefined ? undefined : `server CPU ${cpuMs.toFixed(3)} ms per request`,
+      note,
     });
-  }
-}
-
-/** The server process's CPU time so far (user + system, /proc on Linux; undefined elsewhere). */
-function serverCpuSeconds(): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1].split(" ");
-    // utime and stime, fields 14 and 15 of the line, in clock ticks (100 a second on Linux)
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
   }
 }
 
@@ -354,6 +347,26 @@ async function benchProject(): Promise<{ projectId: string; clientId: string; se
   return { projectId, clientId: client_id, secret: client_secret };
 }
 
+/** Creates a web key of `config` and makes it the one that signs (POST web_keys, then `_activate`). */
+function activateWebKey(config: Record<string, unknown>): () => Promise<void> {
+  return async () => {
+    const headers = { ...auth, "content-type": "application/json" };
+    const created = await fetch(`${url}/resources/v3alpha/web_keys`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(config),
+    });
+    const id = ((await created.json()) as { details?: { id: string } }).details?.id;
+    if (!id) throw new Error(`web key ${JSON.stringify(config)}: ${created.status}`);
+    const activated = await fetch(`${url}/resources/v3alpha/web_keys/${id}/_activate`, {
+      method: "POST",
+      headers,
+      body: "{}",
+    });
+    if (!activated.ok) throw new Error(`web key ${id}: _activate ${activated.status}`);
+  };
+}
+
 /** An access token of a machine client (client_credentials with `scope`). */
 async function clientCredentialsToken(
   client: { CLIENT_ID: string; CLIENT_SECRET: string },
@@ -398,7 +411,13 @@ async function oidcScenarios(): Promise<void> {
   };
   const scopedUserToken = await clientCredentialsToken(opaque, `${scoped.SCOPE} profile`);
 
-  const oidc: Array<{ name: string; ours: () => Promise<Measured>; peer?: string }> = [
+  const oidc: Array<{
+    name: string;
+    ours: () => Promise<Measured>;
+    peer?: string;
+    /** Run once before the scenario's rounds (what it changes stays: such scenarios come last). */
+    setup?: () => Promise<void>;
+  }> = [
     { name: "discovery", ours: () => peerLoad(url, "discovery", opaque), peer: "discovery" },
     { name: "jwks", ours: () => peerLoad(url, "jwks", opaque), peer: "jwks" },
     {
@@ -454,6 +473,18 @@ async function oidcScenarios(): Promise<void> {
         ownLoad({ url: `${url}/oidc/v1/userinfo`, headers: { authorization: `Bearer ${scopedUserToken}` } }),
       peer: "introspection",
     },
+    {
+      // An administrator's choice (web keys API): ECDSA P-256 signs in a tenth of RS256's time.
+      name: "client_credentials + project audience (JWT, ES256 web key; peer: unscoped opaque)",
+      setup: activateWebKey({ ecdsa: { curve: "ECDSA_CURVE_P256" } }),
+      ours: () => peerLoad(url, "client_credentials", { ...jwt, ...scoped }),
+      peer: "client_credentials",
+    },
+    {
+      name: "introspection of an audience-scoped token by its API (JWT, ES256 web key; peer: unscoped opaque)",
+      ours: () => peerLoad(url, "introspection", { ...jwt, ...scoped, ...introspectAsApi }),
+      peer: "introspection",
+    },
   ];
 
   console.log(
@@ -466,9 +497,11 @@ async function oidcScenarios(): Promise<void> {
     const oursRuns: Measured[] = [];
     const theirRuns: Measured[] = [];
     const oursCpu: Array<number | null> = [];
+    const oursPostgresCpu: Array<number | null> = [];
     const theirCpu: Array<number | null> = [];
+    await scenario.setup?.();
     for (let round = 0; round < rounds; round++) {
-      oursRuns.push(await withCpu(child.pid, oursCpu, scenario.ours));
+      oursRuns.push(await withCpu(child.pid, oursCpu, scenario.ours, oursPostgresCpu));
       if (peerUrl && scenario.peer)
         theirRuns.push(await withCpu(peer?.pid, theirCpu, () => peerLoad(peerUrl, scenario.peer!)));
     }
@@ -483,7 +516,10 @@ async function oidcScenarios(): Promise<void> {
       p99: ours.p99,
       errors: ours.errors + ours.non2xx + (theirs ? theirs.errors + theirs.non2xx : 0),
       reference: theirs && { name: "peer", rps: theirs.rps, p50: theirs.p50, p99: theirs.p99 },
-      note: `server CPU per request ${cpu(oursCpu)} ms${theirs ? `, peer ${cpu(theirCpu)} ms` : ""}`,
+      note:
+        `server CPU per request ${cpu(oursCpu)} ms` +
+        `${backend.env.DATABASE_URL ? ` + PostgreSQL backends ${cpu(oursPostgresCpu)} ms` : ""}` +
+        `${theirs ? `, peer ${cpu(theirCpu)} ms (no database)` : ""}`,
     });
   }
 }
@@ -491,18 +527,28 @@ async function oidcScenarios(): Promise<void> {
 /**
  * Runs a load and pushes the CPU time (user + system) the server process `pid` spent per request meanwhile, in
  * ms (Linux, /proc; null elsewhere): steadier than req/s on a shared machine. The requests are estimated as
- * req/s × (warm-up + duration), since the load generator reports those of the measured part only.
+ * req/s × (warm-up + duration), since the load generator reports those of the measured part only. With
+ * `postgresInto` (our server) the PostgreSQL backends' CPU per request too: the peer keeps its tokens in
+ * memory, so a per-CPU comparison counts both of ours against its one process.
  */
 async function withCpu(
   pid: number | undefined,
   into: Array<number | null>,
   run: () => Promise<Measured>,
+  postgresInto?: Array<number | null>,
 ): Promise<Measured> {
+  const postgresBefore = postgresInto && (await cpuNow()).postgres;
   const before = cpuMs(pid);
   const measured = await run();
   const after = cpuMs(pid);
+  const postgresAfter = postgresInto && (await cpuNow()).postgres;
   const requests = measured.rps * (warmup + duration);
-  into.push(before !== undefined && after !== undefined && requests > 0 ? (after - before) / requests : null);
+  const perRequest = (from: number | null | undefined, to: number | null | undefined) =>
+    from !== undefined && from !== null && to !== undefined && to !== null && requests > 0
+      ? (to - from) / requests
+      : null;
+  into.push(perRequest(before, after));
+  postgresInto?.push(perRequest(postgresBefore, postgresAfter));
   return measured;
 }
 
@@ -778,6 +824,8 @@ async function signInScenario(): Promise<void> {
 /**
  * CPU used so far, in milliseconds: this process (the load generator), the server's process (utime + stime of
  * /proc/<pid>/stat, Linux) and, on PostgreSQL, the backends serving the bench's database (null elsewhere).
+ * A backend that has ended (the pool closes idle connections) counts with the last CPU time read of it,
+ * so the sum never goes back (postgresBackendsSeen).
  */
 async function cpuNow(): Promise<{ bench: number; server: number; postgres: number | null }> {
   const usage = process.cpuUsage();
@@ -797,8 +845,11 @@ async function cpuNow(): Promise<{ bench: number; server: number; postgres: numb
       const { rows } = await client.query<{ pid: number }>(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
       );
-      postgres = rows.reduce((sum, r) => sum + ticks(r.pid), 0);
-      if (Number.isNaN(postgres)) postgres = null;
+      for (const { pid } of rows) {
+        const used = ticks(pid);
+        if (!Number.isNaN(used)) postgresBackendsSeen.set(pid, used);
+      }
+      postgres = [...postgresBackendsSeen.values()].reduce((sum, used) => sum + used, 0);
     } finally {
       await client.end();
     }

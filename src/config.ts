@@ -13,6 +13,8 @@ export interface Config {
   externalPort: number;
   externalSecure: boolean;
   databaseUrl?: string;
+  /** Named (prepared) statements on PostgreSQL (PLATFORM_DATABASE_PREPARED_STATEMENTS). */
+  preparedStatements: boolean;
   dataDir: string;
   firstInstance: {
     orgName: string;
@@ -140,6 +142,12 @@ export const variables: VariableSpec[] = [
   },
   { name: "PLATFORM_EXTERNAL_SECURE", default: "false", description: "https in external URLs" },
   { name: "DATABASE_URL", description: "PostgreSQL URL; unset: embedded database in PLATFORM_DATA_DIR" },
+  {
+    name: "PLATFORM_DATABASE_PREPARED_STATEMENTS",
+    default: "true",
+    description:
+      "PostgreSQL: each connection prepares a statement once (false: behind a pooler in transaction mode that cannot keep them)",
+  },
   { name: "PLATFORM_DATA_DIR", default: "./.data", description: "embedded database directory" },
   { name: "PLATFORM_FIRSTINSTANCE_ORG_NAME", default: "Platform", description: "first organization" },
   { name: "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME", default: "admin", description: "first human IAM_OWNER" },
@@ -525,6 +533,10 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       str("PLATFORM_EXTERNAL_SECURE", tls ? "true" : "false")!,
     ),
     databaseUrl,
+    preparedStatements: parseBool(
+      "PLATFORM_DATABASE_PREPARED_STATEMENTS",
+      str("PLATFORM_DATABASE_PREPARED_STATEMENTS", "true")!,
+    ),
     dataDir: path.resolve(str("PLATFORM_DATA_DIR", "./.data")!),
     firstInstance: {
       orgName,

@@ -17,6 +17,7 @@ import { type AuthRequestCompleter, type Login, registerLogin } from "./login/in
 import { listenForMetrics, type MetricsListener, metricsOnMainPort } from "./metrics/endpoint.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { OutboundPolicy, type Resolve } from "./net/outbound.ts";
+import { NotificationSender } from "./notifications/sender.ts";
 import { SigningKeys } from "./oidc/keys.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
@@ -68,6 +69,8 @@ export async function createPlatform(
     resolve?: Resolve;
     /** Where log lines go instead of stdout (tests read them). */
     logDestination?: DestinationStream;
+    /** Certificates trusted besides the system's by SMTP providers' TLS (tests: a self-signed server). */
+    smtpCa?: string[];
   } = {},
 ): Promise<Platform> {
   if (config.databaseUrl) resolveMasterKey(config); // fails before connecting when the key is missing
@@ -114,6 +117,7 @@ export async function createPlatform(
       masterKey,
       outbound,
       signingKeys: new SigningKeys(db, masterKey, eventStore),
+      notifications: new NotificationSender({ db, masterKey, outbound, smtpCa: options.smtpCa }),
     };
     const app = buildServer({ config, db, instances, metrics, logDestination: options.logDestination });
     log = app.log;

@@ -75,6 +75,8 @@ export async function startPlatform(
     resolve?: Resolve;
     /** Where the server's log lines go (instead of stdout; set PLATFORM_LOG_LEVEL in `env` too). */
     logDestination?: DestinationStream;
+    /** Certificates SMTP providers' TLS trusts besides the system's (a test server's self-signed one). */
+    smtpCa?: string[];
   } = {},
 ): Promise<TestPlatform> {
   const backend = options.backend ?? (await freshBackend());
@@ -89,6 +91,7 @@ export async function startPlatform(
   const platform = await createPlatform(config, {
     resolve: options.resolve,
     logDestination: options.logDestination,
+    smtpCa: options.smtpCa,
   });
   let url = "";
   if (options.listen) url = `http://localhost:${await listen(platform)}`;

@@ -4,7 +4,8 @@
  *
  * Instance roles apply in the instance and every organization and project in it; organization roles only
  * in their organization (and its projects); project roles only in their project. Actions, executions,
- * feature flags and web keys (the instance's signing keys) are instance-wide: no organization or project
+ * feature flags, web keys (the instance's signing keys) and notification providers (`iam.notification.*`) are
+ * instance-wide: no organization or project
  * role grants them.
  *
  * `events.read` (the audit log, docs/audit-log.md) is held by IAM_OWNER, IAM_OWNER_VIEWER and ORG_OWNER (the
@@ -73,6 +74,9 @@ export const permissions = [
   "web_key.read",
   "web_key.write",
   "web_key.delete",
+  "iam.notification.read",
+  "iam.notification.write",
+  "iam.notification.delete",
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -87,7 +91,8 @@ const instanceWide = (p: Permission) =>
   p === "execution.read" ||
   p.startsWith("feature.") ||
   p.startsWith("instance.") ||
-  p.startsWith("web_key.");
+  p.startsWith("web_key.") ||
+  p.startsWith("iam.");
 const orgScoped = granted(permissions.filter((p) => !instanceWide(p)));
 const matching = (...prefixes: string[]): Permission[] =>
   granted(permissions.filter((p) => prefixes.some((prefix) => p.startsWith(prefix))));

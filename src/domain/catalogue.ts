@@ -7,6 +7,7 @@ import { EXECUTION, ExecutionEvent, TARGET, TargetEvent } from "./action/events.
 import { IDP, IdpEvent } from "./idp/events.ts";
 import { INSTANCE, InstanceEvent } from "./instance/events.ts";
 import { MEMBERSHIP, MembershipEvent } from "./membership/events.ts";
+import { SMS_PROVIDER, SMTP_PROVIDER, SmsProviderEvent, SmtpProviderEvent } from "./notification/events.ts";
 import { ORG, OrgEvent } from "./org/events.ts";
 import { PROJECT, ProjectEvent } from "./project/events.ts";
 import { SESSION, SessionEvent } from "./session/events.ts";
@@ -31,6 +32,8 @@ export const eventCatalogue: ReadonlyMap<string, readonly string[]> = new Map(
       [TARGET, TargetEvent],
       [EXECUTION, ExecutionEvent],
       [WEB_KEY, WebKeyEvent],
+      [SMTP_PROVIDER, SmtpProviderEvent],
+      [SMS_PROVIDER, SmsProviderEvent],
     ] as const
   ).map(([aggregate, events]) => [aggregate, Object.values(events) as string[]]),
 );

@@ -20,6 +20,7 @@ const NOT_SECRET: Record<string, string> = {
   key_id: "the ID of a key, not the key",
   role_keys: "role names",
   password_change_required: "a flag",
+  password_changed: "a flag (notification providers: a new SMTP password was stored)",
 };
 
 /** Field names of the event payload types (src/domain/<aggregate>/events.ts). */

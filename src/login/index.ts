@@ -16,7 +16,7 @@
 import cookie from "@fastify/cookie";
 import type { FastifyInstance } from "fastify";
 import { Login, type LoginDeps, type LoginOptions } from "./login.ts";
-import { registerLoginRoutes } from "./routes.ts";
+import { registerLoginRoutes } from "./steps/index.ts";
 
 export {
   AUTH_REQUEST_LIFETIME_MS,

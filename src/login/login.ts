@@ -1,5 +1,5 @@
 /**
- * The login UI's services for its routes (./routes.ts) and for the OIDC protocol side: the auth request
+ * The login UI's services for its steps (./steps/) and for the OIDC protocol side: the auth request
  * store, the browser's sessions, the choice of a session for an auth request, sign-out, and sending a
  * completer's answer (redirect or form_post page) to the browser.
  */

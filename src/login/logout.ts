@@ -1,9 +1,7 @@
 /**
- * Signing out: the account page's sign-out, the signed-out page, and the page on which a person confirms a
- * sign-out an application asked for (the end-session endpoint, docs/oidc.md "End session").
- *
- *   POST /ui/login/signout    ends every session of the browser (the account page's button)
- *   GET  /ui/login/signedout  "You are signed out" (or, when other accounts stay, that they do)
+ * The page on which a person confirms a sign-out an application asked for (the end-session endpoint,
+ * docs/oidc.md "End session"). The account page's sign-out and the signed-out page are the login UI's
+ * step ./steps/signout.ts.
  *
  * The confirmation exists because any web page can send a browser to the end-session endpoint: unless the
  * request carries an ID token of one of the browser's sessions, the person is asked first (OpenID Connect
@@ -13,11 +11,10 @@
  * protocol side checks it with `logoutConfirmed` before it ends anything. The page is framed by no one
  * (`frame-ancestors 'none'`), so the button cannot be clicked through another site either.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Login } from "./login.ts";
-import { SIGNED_OUT_URL } from "./login.ts";
 import { initials, sendPage } from "./render.ts";
-import { csrfToken, csrfValid, readUserAgent, type UserAgent } from "./user-agent.ts";
+import { csrfToken, csrfValid, readUserAgent } from "./user-agent.ts";
 
 /** The form field of the confirmation that carries the browser's CSRF token. */
 export const LOGOUT_CONFIRMATION_FIELD = "csrf";
@@ -100,48 +97,4 @@ export async function sendLogoutRefused(
     },
     { status: 403 },
   );
-}
-
-/** What the login routes lend the sign-out routes (./routes.ts). */
-export interface LogoutRouteTools {
-  checkForm(request: FastifyRequest, reply: FastifyReply): Promise<UserAgent | undefined>;
-  sendMessage(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    options: {
-      status: number;
-      title: string;
-      message: string;
-      alert?: boolean;
-      link?: { url: string; text: string };
-    },
-  ): Promise<FastifyReply>;
-}
-
-/** Registers the sign-out routes in the login UI's scope (prefix /ui). */
-export async function registerLogoutRoutes(
-  ui: FastifyInstance,
-  login: Login,
-  tools: LogoutRouteTools,
-): Promise<void> {
-  ui.post("/login/signout", async (request, reply) => {
-    const agent = await tools.checkForm(request, reply);
-    if (!agent) return reply;
-    await login.endBrowserSessions(request, reply);
-    return reply.redirect(SIGNED_OUT_URL, 303);
-  });
-
-  ui.get("/login/signedout", async (request, reply) => {
-    // end_session with an id_token_hint ends one person's sessions: the others stay
-    const others = (await login.sessionsOfUserAgent(request)).length > 0;
-    return tools.sendMessage(request, reply, {
-      status: 200,
-      title: "signedout.title",
-      message: others ? "signedout.others" : "signedout.text",
-      alert: false,
-      link: others
-        ? { url: "/", text: "signedout.toAccount" }
-        : { url: "/ui/login/loginname", text: "signedout.signIn" },
-    });
-  });
 }

@@ -6,6 +6,7 @@ import { USER, UserEvent, UserState, UserType } from "../domain/user/events.ts";
 import { usernameKey } from "../domain/user/username.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import { appByClientId } from "../query/apps.ts";
+import { InvalidatedCache } from "../query/invalidated-cache.ts";
 import type { Queryable } from "../storage/database.ts";
 
 export type ClientAuthMethod = "client_secret_basic" | "client_secret_post" | "private_key_jwt" | "none";
@@ -102,32 +103,33 @@ const CLIENT_CHANGING = new Set<string>([
 export class ClientRegistry {
   private readonly sources: ClientSource[] = [];
   private readonly machines: ClientSource;
-  private readonly cache = new Map<string, { client: OidcClient | undefined; until: number }>();
-  /** Counts invalidations (see `cached`). */
-  private generation = 0;
+  private readonly cache: InvalidatedCache<OidcClient | undefined>;
 
   constructor(db: Queryable, eventStore?: EventStore) {
     this.machines = machineUserClientSource(db);
     this.sources.push(appClientSource(db), this.machines);
-    eventStore?.onCommitted((events) => {
-      for (const e of events) {
-        if (e.aggregateType === USER && CLIENT_CHANGING.has(e.type)) this.invalidate(e.instanceId);
-        if (e.aggregateType === INSTANCE && e.type === InstanceEvent.removed) this.invalidate(e.instanceId);
+    this.cache = new InvalidatedCache({
+      ttlMs: CLIENT_CACHE_MS,
+      max: CLIENT_CACHE_MAX,
+      eventStore,
+      staleBy: (e) =>
+        (e.aggregateType === USER && CLIENT_CHANGING.has(e.type)) ||
+        (e.aggregateType === INSTANCE && e.type === InstanceEvent.removed) ||
         // Apps, their keys and secrets, and the project settings they carry are events of the project.
-        if (e.aggregateType === PROJECT) this.invalidate(e.instanceId);
-      }
+        e.aggregateType === PROJECT
+          ? { scope: e.instanceId }
+          : undefined,
     });
-    eventStore?.onStale(() => this.invalidate());
   }
 
   /** Adds a source asked before the ones already registered (apps are looked up before machine users). */
   addSource(source: ClientSource): void {
     this.sources.unshift(source);
-    this.cache.clear();
+    this.cache.invalidate();
   }
 
   async byClientId(instanceId: string, clientId: string): Promise<OidcClient | undefined> {
-    return this.cached(`${instanceId}\u0000${clientId}`, async () => {
+    return this.cache.through(InvalidatedCache.key(instanceId, clientId), async () => {
       for (const source of this.sources) {
         const client = await source(instanceId, clientId);
         if (client) return client;
@@ -138,35 +140,14 @@ export class ClientRegistry {
 
   /** The client of a machine user by its username, whatever other sources know under that client ID. */
   machineUser(instanceId: string, username: string): Promise<OidcClient | undefined> {
-    return this.cached(`${instanceId}\u0000\u0000machine\u0000${username}`, () =>
+    return this.cache.through(InvalidatedCache.key(instanceId, "", "machine", username), () =>
       this.machines(instanceId, username),
     );
   }
 
-  private async cached(
-    key: string,
-    find: () => Promise<OidcClient | undefined>,
-  ): Promise<OidcClient | undefined> {
-    const cached = this.cache.get(key);
-    if (cached && cached.until > Date.now()) return cached.client;
-    // a lookup that ran across an invalidation may have read the client as it was before: not cached
-    const generation = this.generation;
-    const client = await find();
-    if (generation !== this.generation) return client;
-    if (this.cache.size >= CLIENT_CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(key, { client, until: Date.now() + CLIENT_CACHE_MS });
-    return client;
-  }
-
   /** Forgets cached clients of an instance (all when none is given). */
   invalidate(instanceId?: string): void {
-    this.generation++;
-    if (instanceId === undefined) {
-      this.cache.clear();
-      return;
-    }
-    const prefix = `${instanceId}\u0000`;
-    for (const key of this.cache.keys()) if (key.startsWith(prefix)) this.cache.delete(key);
+    this.cache.invalidate(instanceId);
   }
 }
 

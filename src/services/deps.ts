@@ -3,6 +3,7 @@ import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
+import type { NotificationSender } from "../notifications/sender.ts";
 import type { SigningKeys } from "../oidc/keys.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
@@ -24,6 +25,8 @@ export interface ServiceDeps {
   outbound: OutboundPolicy;
   /** The instances' OIDC signing keys (the web keys API). */
   signingKeys: SigningKeys;
+  /** Sends e-mail and SMS through the instances' notification providers. */
+  notifications: NotificationSender;
   /** Proves control of org domains (default: HTTP file or DNS TXT over the network). */
   domainVerifier?: DomainVerifier;
 }

@@ -7,6 +7,7 @@ import { eventsService } from "./events/events.ts";
 import { idpsService } from "./idps/idps.ts";
 import { instancesService } from "./instances/instances.ts";
 import { membershipsService } from "./memberships/memberships.ts";
+import { notificationsService } from "./notifications/service.ts";
 import { organizationsService } from "./organizations/organizations.ts";
 import { projectsService } from "./projects/service.ts";
 import { sessionsService } from "./sessions/sessions.ts";
@@ -36,6 +37,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     idpsService(deps),
     eventsService(deps),
     webKeysService(deps),
+    notificationsService(deps),
     actionsService(deps, () => services.map((s) => s.service)),
   ];
   return services;

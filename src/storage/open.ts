@@ -8,10 +8,12 @@ import { connectPostgres } from "./postgres.ts";
  * PostgreSQL when DATABASE_URL is set, else the embedded database in PLATFORM_DATA_DIR; either way a lost
  * connection comes out as DatabaseUnavailableError (503 to clients, see availability.ts).
  */
-export async function openDatabase(config: Pick<Config, "databaseUrl" | "dataDir">): Promise<Database> {
+export async function openDatabase(
+  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "preparedStatements">>,
+): Promise<Database> {
   return withAvailabilityErrors(
     config.databaseUrl
-      ? await connectPostgres(config.databaseUrl)
+      ? await connectPostgres(config.databaseUrl, { preparedStatements: config.preparedStatements })
       : await PgliteDatabase.open(config.dataDir),
   );
 }

@@ -1,5 +1,13 @@
+import { createHash } from "node:crypto";
 import pg from "pg";
-import type { Database, PoolStats, ProcessLease, Queryable, Row } from "./database.ts";
+import {
+  type Database,
+  type PoolStats,
+  type ProcessLease,
+  type Queryable,
+  type Row,
+  sqlState,
+} from "./database.ts";
 import { holdLease, LEASE_HELD_SQL, processLeaseKey } from "./process-lease.ts";
 
 // int8 and numeric as JS numbers, like PGlite: positions and counts stay far below 2^53.
@@ -8,17 +16,54 @@ pg.types.setTypeParser(1700, (value) => Number(value));
 
 const CONNECT_TIMEOUT_MS = 5000;
 
+/**
+ * Names for statements with parameters, so that each connection parses and plans a statement once and then
+ * only binds and executes it (an unnamed statement is parsed, analysed and planned on every call: a large
+ * part of PostgreSQL's CPU for the short statements of a sign-in or a token). The name is derived from the
+ * text, so every connection and process agrees on it. Bounded: statements built from filters (searches)
+ * could vary without end, and a prepared statement lives as long as its connection, so past
+ * MAX_NAMED_STATEMENTS distinct texts the rest run unnamed, as before.
+ */
+export class StatementNames {
+  private readonly names = new Map<string, string | undefined>();
+  constructor(private readonly max = MAX_NAMED_STATEMENTS) {}
+
+  nameFor(sql: string): string | undefined {
+    if (this.names.has(sql) || this.names.size >= this.max) return this.names.get(sql);
+    const name = `p_${createHash("sha256").update(sql).digest("base64url").slice(0, 22)}`;
+    this.names.set(sql, name);
+    return name;
+  }
+
+  /** This statement runs unnamed from now on (its prepared form broke: see PostgresDatabase.run). */
+  forget(sql: string): void {
+    this.names.set(sql, undefined);
+  }
+}
+
+/**
+ * PostgreSQL refuses to run a prepared statement whose result columns changed under it ("cached plan must
+ * not change result type", SQLSTATE 0A000): a `SELECT t.*` prepared before another process's migration
+ * added a column to t, during a rolling upgrade.
+ */
+const PLAN_CHANGED = "0A000";
+
+const MAX_NAMED_STATEMENTS = 500;
+
 /** A PostgreSQL server through a connection pool: the production and scale-out backend. */
 export class PostgresDatabase implements Database {
   readonly kind = "postgres" as const;
   readonly pool: pg.Pool;
   private readonly max: number;
 
+  private readonly statements: StatementNames | undefined;
+
   constructor(
     private readonly url: string,
-    options: { max?: number } = {},
+    options: { max?: number; preparedStatements?: boolean } = {},
   ) {
     this.max = options.max ?? 20;
+    this.statements = options.preparedStatements === false ? undefined : new StatementNames();
     this.pool = new pg.Pool({
       connectionString: url,
       max: this.max,
@@ -35,8 +80,7 @@ export class PostgresDatabase implements Database {
   }
 
   async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
-    const result = await this.pool.query(sql, params as unknown[]);
-    return result.rows as T[];
+    return (await this.run(this.pool, sql, params)).rows as T[];
   }
 
   async exec(sql: string): Promise<void> {
@@ -49,7 +93,7 @@ export class PostgresDatabase implements Database {
       await client.query("BEGIN");
       const tx: Queryable = {
         query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
-          (await client.query(sql, params as unknown[])).rows as R[],
+          (await this.run(client, sql, params)).rows as R[],
         exec: async (sql: string) => {
           await client.query(sql);
         },
@@ -62,6 +106,26 @@ export class PostgresDatabase implements Database {
       throw error;
     } finally {
       client.release();
+    }
+  }
+
+  /** A statement with parameters runs as a named (prepared) one: see StatementNames. */
+  private async run(
+    on: pg.Pool | pg.PoolClient,
+    sql: string,
+    params: readonly unknown[],
+  ): Promise<pg.QueryResult> {
+    const values = params as unknown[];
+    const name = values.length > 0 ? this.statements?.nameFor(sql) : undefined;
+    if (name === undefined) return on.query({ text: sql, values });
+    try {
+      return await on.query({ name, text: sql, values });
+    } catch (error) {
+      if (sqlState(error) !== PLAN_CHANGED) throw error;
+      this.statements?.forget(sql);
+      // Inside a transaction the failure has aborted it: this attempt fails, the next runs unnamed.
+      if ("release" in on) throw error;
+      return on.query({ text: sql, values });
     }
   }
 
@@ -89,8 +153,11 @@ export class PostgresDatabase implements Database {
 }
 
 /** Fails fast with a clear message when the server cannot be reached. */
-export async function connectPostgres(url: string): Promise<PostgresDatabase> {
-  const db = new PostgresDatabase(url);
+export async function connectPostgres(
+  url: string,
+  options: { preparedStatements?: boolean } = {},
+): Promise<PostgresDatabase> {
+  const db = new PostgresDatabase(url, options);
   try {
     await db.query("SELECT 1");
   } catch (error) {

@@ -4,6 +4,7 @@ import { appsProjection } from "./apps.ts";
 import { idpsProjection } from "./idps.ts";
 import { instancesProjection } from "./instances.ts";
 import { membershipsProjection } from "./memberships.ts";
+import { notificationProvidersProjection } from "./notification-providers.ts";
 import { orgsProjection } from "./orgs.ts";
 import { projectsProjection } from "./projects.ts";
 import { sessionsProjection } from "./sessions.ts";
@@ -26,4 +27,5 @@ export const projections: Projection[] = [
   userGrantsProjection,
   idpsProjection,
   webKeysProjection,
+  notificationProvidersProjection,
 ];

@@ -1,7 +1,7 @@
 /**
  * The password change a sign-in asks for when the user's password was set with `change_required`
  * (`_set_password`, or created so): right after the password check of this auth request, before the
- * request completes (`pendingStep` in ./sessions.ts decides; the completion route enforces it).
+ * request completes (`pendingStep` in ../sessions.ts decides; the completion route enforces it).
  *
  *   GET  /ui/login/password-change?authRequest=<id>   new password and its confirmation, with the policy
  *   POST /ui/login/password-change                    sets it (change no longer required), then completes
@@ -10,32 +10,23 @@
  * earlier is sent to the password page first, so a browser left signed in cannot choose a new password.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { hashPassword, verifyPassword } from "../crypto/password.ts";
-import { foldUser, setPasswordEvents } from "../domain/user/commands.ts";
-import { USER } from "../domain/user/events.ts";
-import { passwordPolicyGaps, passwordRequirements } from "../domain/user/password.ts";
-import { NotFoundError } from "../errors.ts";
-import type { AuthRequest, UiState } from "./auth-requests.ts";
-import type { Translator } from "./i18n.ts";
-import type { IdpRouteTools } from "./idp/routes.ts";
-import type { Login } from "./login.ts";
-import { initials, renderFragment, sendPage } from "./render.ts";
-import { databaseNow, type LoginSession, pendingStep } from "./sessions.ts";
+import { hashPassword, verifyPassword } from "../../crypto/password.ts";
+import { foldUser, setPasswordEvents } from "../../domain/user/commands.ts";
+import { USER } from "../../domain/user/events.ts";
+import { passwordPolicyGaps, passwordRequirements } from "../../domain/user/password.ts";
+import { NotFoundError } from "../../errors.ts";
+import type { AuthRequest, UiState } from "../auth-requests.ts";
+import type { Translator } from "../i18n.ts";
+import { initials, renderFragment, sendPage } from "../render.ts";
+import { databaseNow, type LoginSession, pendingStep } from "../sessions.ts";
+import { type Body, entryUrl, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
-type Tools = Pick<
-  IdpRouteTools,
-  "field" | "stepUrl" | "loadRequest" | "checkForm" | "pageFor" | "sessionsFor" | "limitPassword"
->;
-
+/** Its template, ../templates/password-change.eta, and the `ui_state.page` of its errors. */
 const PAGE = "password-change";
 
-export async function registerPasswordChangeRoutes(
-  ui: FastifyInstance,
-  login: Login,
-  tools: Tools,
-): Promise<void> {
+export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
+  const { login } = kit;
   const { config, db, eventStore } = login.deps;
-  const { field, stepUrl } = tools;
 
   /**
    * The session of the request when it is at the change now; otherwise the redirect to where it is (the
@@ -47,11 +38,9 @@ export async function registerPasswordChangeRoutes(
     authRequest: AuthRequest,
     status: 302 | 303,
   ): Promise<LoginSession | undefined> {
-    const session = (await tools.sessionsFor(request, authRequest)).find(
-      (s) => s.id === authRequest.sessionId,
-    );
+    const session = (await kit.sessionsFor(request, authRequest)).find((s) => s.id === authRequest.sessionId);
     if (!session) {
-      await reply.redirect(`/ui/login?authRequest=${encodeURIComponent(authRequest.id)}`, status);
+      await reply.redirect(entryUrl(authRequest.id), status);
       return undefined;
     }
     const pending = pendingStep(authRequest, session, await databaseNow(db));
@@ -90,40 +79,37 @@ export async function registerPasswordChangeRoutes(
     return list;
   }
 
-  ui.get<{ Querystring: Record<string, string | undefined> }>(
-    "/login/password-change",
-    async (request, reply) => {
-      const agent = login.userAgent(request, reply);
-      const authRequest = await tools.loadRequest(request, reply, agent, request.query.authRequest);
-      if (!authRequest) return reply;
-      const session = await sessionToChange(request, reply, authRequest, 302);
-      if (!session) return reply;
-      const context = await tools.pageFor(request, agent, authRequest);
-      const { t } = context.translator;
-      const state = authRequest.uiState.page === PAGE ? authRequest.uiState : {};
-      return sendPage(reply, context, PAGE, {
-        title: t("passwordChange.title"),
-        account: {
-          displayName: session.displayName,
-          loginName: session.loginName,
-          initials: initials(session.displayName || session.loginName),
-        },
-        error: state.error,
-        fields: fields(t, state),
-        otherAccountUrl: stepUrl("loginname", authRequest.id),
-      });
-    },
-  );
+  ui.get<{ Querystring: Query }>("/login/password-change", async (request, reply) => {
+    const agent = login.userAgent(request, reply);
+    const authRequest = await kit.loadRequest(request, reply, agent, request.query.authRequest);
+    if (!authRequest) return reply;
+    const session = await sessionToChange(request, reply, authRequest, 302);
+    if (!session) return reply;
+    const context = await kit.pageFor(request, agent, authRequest);
+    const { t } = context.translator;
+    const state = authRequest.uiState.page === PAGE ? authRequest.uiState : {};
+    return sendPage(reply, context, PAGE, {
+      title: t("passwordChange.title"),
+      account: {
+        displayName: session.displayName,
+        loginName: session.loginName,
+        initials: initials(session.displayName || session.loginName),
+      },
+      error: state.error,
+      fields: fields(t, state),
+      otherAccountUrl: stepUrl("loginname", authRequest.id),
+    });
+  });
 
   ui.post("/login/password-change", async (request, reply) => {
-    const agent = await tools.checkForm(request, reply);
+    const agent = await kit.checkForm(request, reply);
     if (!agent) return reply;
-    const body = request.body as Record<string, string | string[] | undefined>;
-    const authRequest = await tools.loadRequest(request, reply, agent, field(body, "authRequest"));
+    const body = request.body as Body;
+    const authRequest = await kit.loadRequest(request, reply, agent, field(body, "authRequest"));
     if (!authRequest) return reply;
     const session = await sessionToChange(request, reply, authRequest, 303);
     if (!session) return reply;
-    const tooMany = await tools.limitPassword(request, reply, authRequest, session.loginName);
+    const tooMany = await kit.limitPassword(request, reply, authRequest, session.loginName);
     if (tooMany) return tooMany;
 
     const password = field(body, "password", { raw: true });

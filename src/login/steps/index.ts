@@ -1,0 +1,152 @@
+/**
+ * The login UI's steps, registered in order: one module per step, each with its routes, its form handling
+ * and the name of its template (../templates). Every page is server-rendered HTML that works without
+ * JavaScript; every form carries the CSRF token of the browser's cookie and every POST answers 303
+ * (post/redirect/get). An error after a POST is kept on the auth request (`ui_state`) and shown by the page
+ * the 303 leads to. The steps share ./kit.ts (the IdP steps also ./idp/kit.ts).
+ *
+ *   GET  /                            the account page for browsers, a JSON pointer for API clients (account)
+ *   GET  /ui/assets/login.<hash>.css  the stylesheet (immutable; here)
+ *   GET  /ui/login?authRequest=<id>   entry from the authorization endpoint: decides the next step (entry)
+ *   GET  /ui/login/loginname          login name (also without auth request: sign-in to the account page)
+ *   POST /ui/login/loginname
+ *   GET  /ui/login/password           password of the login name or of the chosen session
+ *   POST /ui/login/password           rate-limited per IP and per login name
+ *   GET  /ui/login/select             account picker (the browser's sessions)
+ *   POST /ui/login/select
+ *   GET  /ui/login/register           registration (prompt=create, "Create an account")
+ *   POST /ui/login/register           rate-limited per IP
+ *   GET  /ui/login/idp/start          to an external identity provider (idp/start)
+ *   GET  /ui/login/idp/callback       back from the provider (idp/callback)
+ *   GET  /ui/login/idp/link           link to a local account after its password (idp/link)
+ *   POST /ui/login/idp/link           rate-limited like the password
+ *   GET  /ui/login/idp/register       the registration form, prefilled from the provider (idp/register)
+ *   POST /ui/login/idp/register
+ *   GET  /ui/login/password-change    a new password, when the password must be changed
+ *   POST /ui/login/password-change    rate-limited like the password
+ *   GET  /ui/login/complete           hands the authenticated auth request to the completer
+ *   POST /ui/login/signout            ends the browser's sessions (signout)
+ *   GET  /ui/login/signedout          "You are signed out" (signout)
+ *
+ * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
+ * ./idp/) exporting a `Step`, added to STEPS below.
+ */
+import formbody from "@fastify/formbody";
+import rateLimit from "@fastify/rate-limit";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { LoginIdps } from "../idp/login-idps.ts";
+import type { Login } from "../login.ts";
+import { sharedRateLimitStore } from "../rate-limits.ts";
+import { STYLESHEET } from "../render.ts";
+import { accountStep } from "./account.ts";
+import { completeStep } from "./complete.ts";
+import { entryStep } from "./entry.ts";
+import { idpCallbackStep } from "./idp/callback.ts";
+import { idpLinkStep } from "./idp/link.ts";
+import { idpRegisterStep } from "./idp/register.ts";
+import { idpStartStep } from "./idp/start.ts";
+import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
+import { loginNameStep } from "./loginname.ts";
+import { passwordStep } from "./password.ts";
+import { passwordChangeStep } from "./password-change.ts";
+import { registerStep } from "./register.ts";
+import { selectStep } from "./select.ts";
+import { signOutStep } from "./signout.ts";
+
+/** A step: registers its routes in the login UI's scope (prefix /ui, so its paths start with /login). */
+export type Step = (ui: FastifyInstance, kit: StepKit) => void;
+
+/** Every step under /ui, in the order their routes are registered. */
+const STEPS: readonly Step[] = [
+  entryStep,
+  loginNameStep,
+  passwordStep,
+  selectStep,
+  registerStep,
+  idpStartStep,
+  idpCallbackStep,
+  idpLinkStep,
+  idpRegisterStep,
+  passwordChangeStep,
+  completeStep,
+  signOutStep,
+];
+
+export async function registerLoginRoutes(app: FastifyInstance, login: Login): Promise<void> {
+  const { config, db } = login.deps;
+  const idps = new LoginIdps(login);
+
+  // outside /ui: the account page at the server's root
+  accountStep(app, login);
+
+  await app.register(
+    async (ui) => {
+      await ui.register(formbody, { bodyLimit: 64 * 1024 });
+      // PostgreSQL: counted in the database, shared by every process (../rate-limits.ts); embedded: in memory
+      await ui.register(rateLimit, {
+        global: false,
+        ...(db.kind === "postgres" ? { store: sharedRateLimitStore(db, ui.log) } : {}),
+      });
+      const keys = new WeakMap<FastifyRequest, string>();
+      const limits: SignInLimits = {
+        keys,
+        perIp:
+          config.loginAttemptsPerIp > 0
+            ? ui.createRateLimit({ max: config.loginAttemptsPerIp, timeWindow: 60_000 })
+            : undefined,
+        perName:
+          config.loginAttemptsPerName > 0
+            ? ui.createRateLimit({
+                max: config.loginAttemptsPerName,
+                timeWindow: 60_000,
+                keyGenerator: (request) => `name:${keys.get(request) ?? ""}`,
+              })
+            : undefined,
+      };
+      const kit = new StepKit(login, idps, limits);
+
+      ui.setNotFoundHandler(async (request, reply) =>
+        kit.sendMessage(request, reply, {
+          status: 404,
+          title: "error.title",
+          message: "error.notFound",
+          link: backToSignIn,
+        }),
+      );
+
+      ui.setErrorHandler(async (error, request, reply) => {
+        const status = (error as { statusCode?: number }).statusCode;
+        if (status && status >= 400 && status < 500) {
+          return kit.sendMessage(request, reply, {
+            status,
+            title: "error.title",
+            message: "error.badRequest",
+            link: backToSignIn,
+          });
+        }
+        request.log.error({ err: error }, "login UI request failed");
+        return kit
+          .sendMessage(request, reply, {
+            status: 500,
+            title: "error.title",
+            message: "error.server",
+            link: backToSignIn,
+          })
+          .catch(() => reply.code(500).type("text/plain; charset=utf-8").send("internal error"));
+      });
+
+      ui.get(`/assets/login.${STYLESHEET.hash}.css`, async (_request, reply) =>
+        reply
+          .header("cache-control", "public, max-age=31536000, immutable")
+          .type("text/css; charset=utf-8")
+          .send(STYLESHEET.body),
+      );
+
+      // the providers' kept-alive connections close with the server
+      ui.addHook("onClose", async () => idps.close());
+
+      for (const step of STEPS) step(ui, kit);
+    },
+    { prefix: "/ui" },
+  );
+}
