@@ -264,7 +264,7 @@ describe("login UI in Chromium", () => {
     await signIn(page, "alice");
     assert.equal(await heading(page), "Your account");
     assert.match((await page.locator(".details").textContent()) ?? "", /alice@example\.com/);
-    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign out of every account" }).click();
     assert.equal(await heading(page), "You are signed out");
     assert.equal((await context.cookies()).filter((c) => c.name === "platform_ua").length, 0);
     await page.goto(`${platform.url}/`);
@@ -319,6 +319,6 @@ describe("login UI in Chromium", () => {
       },
     );
     assert.deepEqual(failures, []);
-    assert.equal(seen.size, 15, `every page visited: ${[...seen].join(", ")}`);
+    assert.equal(seen.size, 18, `every page visited: ${[...seen].join(", ")}`);
   });
 });

@@ -20,7 +20,6 @@ import {
   metadataEvents,
   removeIdpLinkEvents,
   removeUserEvent,
-  requireHuman,
   requireMachine,
   type StateAction,
   setPasswordEvents,
