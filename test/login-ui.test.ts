@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
+import { changeSettings } from "../src/domain/settings/commands.ts";
+import { LOGIN } from "../src/domain/settings/login.ts";
 import type { AuthRequestInput } from "../src/login/index.ts";
 import { TestCompleter } from "../src/login/testing.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
@@ -109,11 +111,31 @@ describe("login UI in Chromium", () => {
     await context.close();
   });
 
-  it("gives a wrong password, an unknown login name and a locked-out account the same message", async () => {
+  it("says an unknown login name is unknown, unless ignore_unknown_usernames: then it gives a wrong password, an unknown login name and a locked-out account the same message", async () => {
     await addHuman(platform, "mallory", PASSWORD);
     const { context, page, problems } = await newPage();
     await page.goto(`${platform.url}/ui/login?authRequest=${(await authRequest()).id}`);
-    await signIn(page, "no-such-user", "Wrong-Passw0rd!");
+    await page.getByLabel("Login name").fill("no-such-user");
+    await page.getByRole("button", { name: "Next" }).click();
+    await page.locator(".alert").waitFor();
+    assert.equal(await alert(page), "No account was found for this login name.");
+    assert.equal(await page.getByLabel("Login name").getAttribute("aria-invalid"), "true");
+
+    const instanceId = platform.bootstrapResult!.instanceId;
+    const setting = (set: Record<string, boolean>, reset: string[]) =>
+      changeSettings(platform.eventStore, {
+        category: LOGIN,
+        owner: { type: 2 as const, id: instanceId },
+        instanceId,
+        creator: "test",
+        set,
+        reset,
+      });
+    await setting({ ignore_unknown_usernames: true }, []);
+    await page.goto(`${platform.url}/ui/login?authRequest=${(await authRequest()).id}`);
+    await signIn(page, "no-such-user", "Wrong-Passw0rd!").finally(() =>
+      setting({}, ["ignore_unknown_usernames"]),
+    );
     const unknown = await alert(page);
     await page.goto(`${platform.url}/ui/login?authRequest=${(await authRequest()).id}`);
     await signIn(page, "mallory", "Wrong-Passw0rd!");
