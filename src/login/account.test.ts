@@ -301,3 +301,45 @@ describe("account page over HTTP", () => {
     assert.doesNotMatch(shown.text, /ulla@/);
   });
 });
+
+describe("account page rate limits", () => {
+  let platform: LoginTestPlatform;
+
+  before(async () => {
+    platform = await startLoginPlatform({
+      PLATFORM_LOGIN_ATTEMPTS_PER_IP: "3",
+      PLATFORM_LOGIN_ATTEMPTS_PER_NAME: "0",
+    });
+    await addHuman(platform, "xenia", PASSWORD);
+  });
+  after(() => platform.stop());
+
+  it("counts the forms' posts per client IP like the sign-in's, with a 429 page back to the account", async () => {
+    const browser = new HttpBrowser(platform.url);
+    const loginPage = await browser.follow("/ui/login/loginname");
+    const passwordPage = await browser.submit(loginPage, "/ui/login/loginname", { loginName: "xenia" });
+    const page = await browser.submit(passwordPage, "/ui/login/password", { password: PASSWORD }); // 1
+    const form = formOf(page.text, "/ui/login/account/profile");
+    const first = await browser.post("/ui/login/account/profile", {
+      ...form,
+      givenName: "Xenia",
+      familyName: "Example",
+    }); // 2
+    assert.equal(first.status, 303);
+    // the outcome cookie: HttpOnly, SameSite=Lax, short-lived
+    const outcome = browser.setCookieHeaders.find((h) => h.startsWith("platform_account_form="));
+    assert.match(outcome ?? "", /HttpOnly/i);
+    assert.match(outcome ?? "", /SameSite=Lax/i);
+    assert.match(outcome ?? "", /Max-Age=120/i);
+    await browser.post("/ui/login/account/profile", { ...form, givenName: "X", familyName: "Y" }); // 3
+    const limited = await browser.post("/ui/login/account/profile", {
+      ...form,
+      givenName: "Z",
+      familyName: "Z",
+    });
+    assert.equal(limited.status, 429);
+    assert.match(limited.text, /Too many attempts/);
+    assert.match(limited.text, /href="\/"/);
+    assert.ok(Number(limited.headers.get("retry-after")) > 0);
+  });
+});
