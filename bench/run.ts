@@ -10,7 +10,8 @@
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
 // BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts), BENCH_SERVER_NODE_ARGS (node
-// options for the server only, e.g. a CPU profile).
+// options for the server only, e.g. a CPU profile), BENCH_API_MATCH (only the API scenarios whose name
+// matches this regular expression, e.g. "create human user"; BENCH_OIDC_MATCH likewise for the OIDC ones).
 // Every scenario ends as a row of one table (bench/report.ts), printed at the end.
 // The browser sign-in scenario (authorize → login name → password → code → token, eight requests) runs
 // with the login UI's rate limits off and is reported beside the raw argon2id verifications per second of
@@ -190,7 +191,8 @@ try {
 
 async function apiScenarios(): Promise<void> {
   console.log(`Management API, ${connections} connections`);
-  for (const scenario of scenarios) {
+  const match = process.env.BENCH_API_MATCH ? new RegExp(process.env.BENCH_API_MATCH) : undefined;
+  for (const scenario of scenarios.filter((s) => !match || match.test(s.name))) {
     let i = 0;
     const cpuBefore = await cpuNow();
     const result = await autocannon({

@@ -194,6 +194,9 @@ export type LoginPageName =
   | "register-errors"
   | "logout"
   | "account"
+  | "account-profile-errors"
+  | "account-password-errors"
+  | "account-saved"
   | "signedout"
   | "error"
   | "authorize-error"
@@ -293,7 +296,22 @@ export async function visitLoginPages(
     // the account page, then sign-out
     await heading(/Your account/);
     await visit("account", page);
-    await page.getByRole("button", { name: "Sign out" }).click();
+    // its forms: a profile with an error, a password with errors, then a saved profile
+    await page.getByLabel("First name").fill("");
+    await page.getByRole("button", { name: "Save profile" }).click();
+    await page.locator("#profile-error").waitFor();
+    await visit("account-profile-errors", page);
+    await page.getByLabel("Current password").fill("Wrong-Passw0rd!");
+    await page.getByLabel("New password", { exact: true }).fill("short");
+    await page.getByLabel("Confirm new password").fill("short");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#password-error").waitFor();
+    await visit("account-password-errors", page);
+    await page.getByLabel("Nickname (optional)").fill("Bobby");
+    await page.getByRole("button", { name: "Save profile" }).click();
+    await page.locator(".notice").waitFor();
+    await visit("account-saved", page);
+    await page.getByRole("button", { name: "Sign out of every account" }).click();
     await heading(/You are signed out/);
     await visit("signedout", page);
 

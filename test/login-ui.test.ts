@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
+import { changeSettings } from "../src/domain/settings/commands.ts";
+import { LOGIN } from "../src/domain/settings/login.ts";
 import type { AuthRequestInput } from "../src/login/index.ts";
 import { TestCompleter } from "../src/login/testing.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
@@ -109,9 +111,29 @@ describe("login UI in Chromium", () => {
     await context.close();
   });
 
-  it("gives a wrong password, an unknown login name and a locked-out account the same message", async () => {
+  it("gives a wrong password, an unknown login name and a locked-out account the same message; with ignore_unknown_usernames off it says an unknown name is unknown", async () => {
     await addHuman(platform, "mallory", PASSWORD);
+    const instanceId = platform.bootstrapResult!.instanceId;
+    const setting = (set: Record<string, boolean>, reset: string[]) =>
+      changeSettings(platform.eventStore, {
+        category: LOGIN,
+        owner: { type: 2 as const, id: instanceId },
+        instanceId,
+        creator: "test",
+        set,
+        reset,
+      });
     const { context, page, problems } = await newPage();
+    await setting({ ignore_unknown_usernames: false }, []);
+    await page.goto(`${platform.url}/ui/login?authRequest=${(await authRequest()).id}`);
+    await page.getByLabel("Login name").fill("no-such-user");
+    await page.getByRole("button", { name: "Next" }).click();
+    await page.locator(".alert").waitFor();
+    assert.equal(await alert(page), "No account was found for this login name.");
+    assert.equal(await page.getByLabel("Login name").getAttribute("aria-invalid"), "true");
+
+    // the default (on): the login-name page tells nothing, the password page answers like a wrong password
+    await setting({}, ["ignore_unknown_usernames"]);
     await page.goto(`${platform.url}/ui/login?authRequest=${(await authRequest()).id}`);
     await signIn(page, "no-such-user", "Wrong-Passw0rd!");
     const unknown = await alert(page);
@@ -264,7 +286,7 @@ describe("login UI in Chromium", () => {
     await signIn(page, "alice");
     assert.equal(await heading(page), "Your account");
     assert.match((await page.locator(".details").textContent()) ?? "", /alice@example\.com/);
-    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign out of every account" }).click();
     assert.equal(await heading(page), "You are signed out");
     assert.equal((await context.cookies()).filter((c) => c.name === "platform_ua").length, 0);
     await page.goto(`${platform.url}/`);
@@ -319,6 +341,6 @@ describe("login UI in Chromium", () => {
       },
     );
     assert.deepEqual(failures, []);
-    assert.equal(seen.size, 15, `every page visited: ${[...seen].join(", ")}`);
+    assert.equal(seen.size, 18, `every page visited: ${[...seen].join(", ")}`);
   });
 });

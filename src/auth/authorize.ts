@@ -25,6 +25,7 @@ interface StoredMembership {
   roles: string[];
   [key: string]: unknown;
 }
+const NONE: ReadonlySet<Permission> = new Set();
 const MEMBERSHIP_COLUMNS = "m.context_type, m.context_id, m.org_id, m.roles";
 
 /** The context a stored membership applies in (a project's organization is its resource owner). */
@@ -75,9 +76,9 @@ export class Authorizer {
   }
 
   /** Permissions the caller holds in the context (instance roles count everywhere in the instance). */
-  async permissionsIn(caller: Caller, context: ResolvedContext): Promise<Set<Permission>> {
+  async permissionsIn(caller: Caller, context: ResolvedContext): Promise<ReadonlySet<Permission>> {
     if (caller.kind === "system") return permissionsOf(["IAM_OWNER"]);
-    if (context.type === "system" || context.instanceId !== caller.instanceId) return new Set();
+    if (context.type === "system" || context.instanceId !== caller.instanceId) return NONE;
     const roles: string[] = [];
     for (const m of await this.memberships(caller.instanceId, caller.userId)) {
       const applies =

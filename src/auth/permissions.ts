@@ -147,9 +147,22 @@ export const rolePermissions: Record<string, readonly Permission[]> = {
 /** Roles a membership may hold in each kind of context (`GET /memberships/roles`). */
 export const rolesByContext = { instance: InstanceRoles, org: OrgRoles, project: ProjectRoles } as const;
 
-export function permissionsOf(roles: readonly string[]): Set<Permission> {
-  return new Set(roles.flatMap((role) => rolePermissions[role] ?? []));
+/**
+ * The permissions a set of roles grants. Every authorized call asks this of its caller's roles (IAM_OWNER
+ * alone grants 52), so each combination's set is built once and shared: callers must not change
+ * it. Role combinations are few (the roles of a membership); the memo is emptied should it grow past 256.
+ */
+export function permissionsOf(roles: readonly string[]): ReadonlySet<Permission> {
+  const key = roles.length === 1 ? roles[0] : roles.join("\u0000");
+  let set = permissionMemo.get(key);
+  if (!set) {
+    set = new Set(roles.flatMap((role) => rolePermissions[role] ?? []));
+    if (permissionMemo.size >= 256) permissionMemo.clear();
+    permissionMemo.set(key, set);
+  }
+  return set;
 }
+const permissionMemo = new Map<string, ReadonlySet<Permission>>();
 
 /**
  * Whether a caller holding `callerPermissions` in a context holds at least what `roles` confer there: the

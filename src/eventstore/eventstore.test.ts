@@ -180,6 +180,42 @@ describe("event store", () => {
     assert.equal(new Set(events.map((e) => e.payload!.n)).size, 20);
   });
 
+  it("a push returns its events as the events table holds them (payloads included)", async () => {
+    const a = newId();
+    const b = newId();
+    const ctx = { instanceId, creator: "creator-1" };
+    const stored = await platform.eventStore.push(ctx, async () => [
+      {
+        aggregateType: "counter",
+        aggregateId: a,
+        resourceOwner: "owner-a",
+        type: "counter.incremented",
+        payload: { z: 1, a: { nested: [1, "two", null, true] }, dropped: undefined, text: 'ü\u2028"' },
+      },
+      {
+        aggregateType: "counter",
+        aggregateId: b,
+        resourceOwner: "owner-b",
+        type: "counter.reset",
+        payload: null,
+      },
+      { aggregateType: "counter", aggregateId: a, resourceOwner: "owner-a", type: "counter.reset" },
+    ]);
+    const read = [
+      ...(await platform.eventStore.aggregateEvents(instanceId, "counter", a)),
+      ...(await platform.eventStore.aggregateEvents(instanceId, "counter", b)),
+    ].sort((x, y) => x.position - y.position);
+    assert.deepEqual(stored, read);
+    assert.deepEqual(
+      stored.map((e) => [e.aggregateId, e.sequence, e.type, e.creator, e.resourceOwner]),
+      [
+        [a, 1, "counter.incremented", "creator-1", "owner-a"],
+        [b, 1, "counter.reset", "creator-1", "owner-b"],
+        [a, 2, "counter.reset", "creator-1", "owner-a"],
+      ],
+    );
+  });
+
   it("two claims of one value in one push: ALREADY_EXISTS, nothing stored", async () => {
     const orgId = platform.bootstrapResult!.orgId;
     const before = await countEvents();

@@ -38,6 +38,18 @@ interface EventRow {
 const COLUMNS =
   "instance_id, aggregate_type, aggregate_id, sequence, event_type, payload, creator, resource_owner, created_at, position";
 
+/** What an append reads back of each event it inserted (and `claimed`, when the INSERT claims values). */
+interface AppendedRow {
+  instance_id: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  sequence: number;
+  created_at: Date;
+  position: number;
+  [key: string]: unknown;
+}
+const APPENDED_COLUMNS = "instance_id, aggregate_type, aggregate_id, sequence, created_at, position";
+
 export function toStoredEvent(row: EventRow): StoredEvent {
   return {
     instanceId: row.instance_id,
@@ -256,9 +268,12 @@ export class EventStore {
     const unknown = new Map<string, number>();
     const values: unknown[] = [];
     const rows: string[] = [];
+    const keys: string[] = [];
+    const payloads: Array<string | null> = [];
     for (const event of events) {
       const instanceId = event.instanceId ?? ctx.instanceId;
       const key = aggregateKey(instanceId, event.aggregateType, event.aggregateId);
+      keys.push(key);
       const param = (value: unknown) => `$${values.push(value)}`;
       const [instance, type, id] = [param(instanceId), param(event.aggregateType), param(event.aggregateId)];
       const known = next.get(key) ?? loaded.get(key);
@@ -273,6 +288,7 @@ export class EventStore {
       }
       const payload =
         event.payload === undefined || event.payload === null ? null : JSON.stringify(event.payload);
+      payloads.push(payload);
       rows.push(
         `(${instance}, ${type}, ${id}, ${sequence}, ${param(event.type)}, ${param(payload)}, ${param(ctx.creator)}, ${param(event.resourceOwner)}, now())`,
       );
@@ -305,11 +321,14 @@ export class EventStore {
         ", (SELECT json_agg(json_build_array(instance_id, unique_type, unique_field)) FROM claimed) AS claimed";
     }
 
-    let inserted: EventRow[];
+    // Back come only what the database decided (sequence, position, time) and the aggregate of each row:
+    // the rest of each event is what was sent, its payload as the JSON it was sent as (sending every
+    // column back, the payload above all, cost both sides CPU on every append).
+    let inserted: AppendedRow[];
     try {
-      inserted = await tx.query<EventRow>(
+      inserted = await tx.query<AppendedRow>(
         `${withClaims}INSERT INTO events (instance_id, aggregate_type, aggregate_id, sequence, event_type, payload, creator, resource_owner, created_at)
-         VALUES ${rows.join(", ")} RETURNING ${COLUMNS}${claimedColumn}`,
+         VALUES ${rows.join(", ")} RETURNING ${APPENDED_COLUMNS}${claimedColumn}`,
         values,
       );
     } catch (error) {
@@ -323,12 +342,42 @@ export class EventStore {
       const taken = claims.find((c) => !claimed.has(c.key!.join("\u0000")));
       if (taken?.constraint.action === "add") throw new AlreadyExistsError(taken.constraint.message);
     }
-    const stored = inserted.map(toStoredEvent).sort((a, b) => a.position - b.position);
+    // The rows of each aggregate in sequence order are its events in push order.
+    const rowsOf = new Map<string, AppendedRow[]>();
+    for (const row of inserted) {
+      const key = aggregateKey(row.instance_id, row.aggregate_type, row.aggregate_id);
+      const list = rowsOf.get(key);
+      if (list) list.push(row);
+      else rowsOf.set(key, [row]);
+    }
+    for (const list of rowsOf.values()) {
+      if (list.length > 1) list.sort((a, b) => Number(a.sequence) - Number(b.sequence));
+    }
+    const used = new Map<string, number>();
+    const inOrder = events.map((event, i): StoredEvent => {
+      const nth = used.get(keys[i]) ?? 0;
+      used.set(keys[i], nth + 1);
+      const row = rowsOf.get(keys[i])?.[nth];
+      if (!row) throw new Error(`append: no row came back for event ${i} (${event.type})`);
+      return {
+        instanceId: row.instance_id,
+        aggregateType: row.aggregate_type,
+        aggregateId: row.aggregate_id,
+        sequence: Number(row.sequence),
+        type: event.type,
+        payload: payloads[i] === null ? null : (JSON.parse(payloads[i]) as Record<string, unknown>),
+        creator: ctx.creator,
+        resourceOwner: event.resourceOwner,
+        createdAt: row.created_at instanceof Date ? row.created_at : new Date(row.created_at),
+        position: Number(row.position),
+      };
+    });
+    const stored = [...inOrder].sort((a, b) => a.position - b.position);
 
     if (!claimInInsert) {
       for (let i = 0; i < events.length; i++) {
         for (const constraint of events[i].uniqueConstraints ?? []) {
-          await applyUniqueConstraint(tx, stored[i].instanceId, constraint);
+          await applyUniqueConstraint(tx, inOrder[i].instanceId, constraint);
         }
       }
     }

@@ -265,7 +265,7 @@ export class AuthRequestStore {
   /**
    * The login name typed on the login-name page, in one statement: stored (the session chosen before and
    * the page's error state cleared) when the request is usable and already bound to `userAgentHash`.
-   * Answers the request's ID, or undefined when that does not hold (the caller then loads the request and
+   * Answers the request's ID and organization, or undefined when that does not hold (the caller then loads the request and
    * answers as for any page: unknown, done, expired, another browser's, or claims it).
    */
   async setLoginNameOfClaimed(
@@ -273,15 +273,15 @@ export class AuthRequestStore {
     id: string,
     userAgentHash: string,
     loginName: string,
-  ): Promise<string | undefined> {
+  ): Promise<{ id: string; orgId?: string } | undefined> {
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return undefined;
-    const rows = await this.db.query<{ id: string }>(
+    const rows = await this.db.query<{ id: string; org_id: string | null }>(
       `UPDATE auth_requests SET login_name = $4, session_id = NULL, ui_state = '{}'
        WHERE instance_id = $1 AND id = $2 AND user_agent_hash = $3 AND done_at IS NULL AND expires_at > now()
-       RETURNING id`,
+       RETURNING id, org_id`,
       [instanceId, id, userAgentHash, loginName],
     );
-    return rows[0]?.id;
+    return rows[0] && { id: rows[0].id, orgId: opt(rows[0].org_id) };
   }
 
   /** Binds an unclaimed request to a user agent; false when another user agent holds it already. */

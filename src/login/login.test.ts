@@ -105,7 +105,48 @@ describe("login UI over HTTP", () => {
     assert.equal(alertOf(robot.text), "The login name or password is wrong.");
   });
 
-  it("gives a wrong password, an unknown login name and a locked-out account the same message", async () => {
+  /** Sets (or resets: undefined) the instance's login setting `ignore_unknown_usernames`. */
+  const ignoreUnknownUsernames = (value: boolean | undefined) =>
+    changeSettings(platform.eventStore, {
+      category: LOGIN,
+      owner: { type: 2 as const, id: instanceId },
+      instanceId,
+      creator: "test",
+      set: value === undefined ? {} : { ignore_unknown_usernames: value },
+      reset: value === undefined ? ["ignore_unknown_usernames"] : [],
+    });
+
+  it("says an unknown login name is unknown with ignore_unknown_usernames off (ZITADEL's default)", async () => {
+    await ignoreUnknownUsernames(false);
+    try {
+      await unknownNameIsTold();
+    } finally {
+      await ignoreUnknownUsernames(undefined);
+    }
+  });
+
+  const unknownNameIsTold = async () => {
+    const browser = new HttpBrowser(platform.url);
+    const authRequest = await createAuthRequest(platform);
+    const loginPage = await browser.follow(`/ui/login?authRequest=${authRequest.id}`);
+    const posted = await browser.post("/ui/login/loginname", {
+      ...formOf(loginPage.text, "/ui/login/loginname"),
+      loginName: "nobody-here",
+    });
+    assert.equal(posted.status, 303);
+    assert.equal(posted.location, `/ui/login/loginname?authRequest=${authRequest.id}`);
+    const page = await browser.follow(posted.location!);
+    assert.equal(alertOf(page.text), "No account was found for this login name.");
+    assert.match(page.text, /value="nobody-here"/);
+    // the UI's own sign-in (no auth request) too; a known name goes on to the password
+    const own = await browser.follow("/ui/login/loginname");
+    const again = await browser.submit(own, "/ui/login/loginname", { loginName: "nobody-here" });
+    assert.equal(alertOf(again.text), "No account was found for this login name.");
+    const known = await browser.submit(again, "/ui/login/loginname", { loginName: "alice" });
+    assert.match(known.text, /<h1 id="page-title">Enter your password<\/h1>/);
+  };
+
+  it("gives a wrong password, an unknown login name (by default: ignore_unknown_usernames on) and a locked-out account the same message", async () => {
     await addHuman(platform, "carol", PASSWORD);
     const browser = new HttpBrowser(platform.url);
     const unknown = await signIn(browser, (await createAuthRequest(platform)).id, "nobody-here", WRONG);
@@ -515,6 +556,7 @@ describe("login UI rate limits", () => {
       PLATFORM_LOGIN_ATTEMPTS_PER_IP: "4",
     });
     await addHuman(platform, "erin", PASSWORD);
+    await addHuman(platform, "someone-else", PASSWORD);
   });
   after(() => platform.stop());
 

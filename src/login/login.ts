@@ -8,7 +8,7 @@ import type { Config } from "../config.ts";
 import { hashPassword, verifyPassword } from "../crypto/password.ts";
 import { randomToken } from "../crypto/tokens.ts";
 import { type PasswordPolicy, passwordPolicyOf, terminateSession } from "../domain/session/commands.ts";
-import { LOGIN, loginDefaults } from "../domain/settings/login.ts";
+import { LOGIN, type LOGIN_FLAGS, loginDefaults } from "../domain/settings/login.ts";
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
@@ -104,14 +104,24 @@ export class Login {
 
   /** Whether people may register in the organization (or the instance's default organization). */
   async allowRegister(instanceId: string, orgId: string | undefined): Promise<boolean> {
+    return this.loginFlag(instanceId, orgId, "allow_register");
+  }
+
+  /**
+   * A boolean login setting in force for the organization of a sign-in (else the instance), inherited
+   * system → instance → organization (src/domain/settings/login.ts).
+   */
+  async loginFlag(
+    instanceId: string,
+    orgId: string | undefined,
+    name: (typeof LOGIN_FLAGS)[number],
+  ): Promise<boolean> {
     const context = orgId
       ? { type: "org" as const, instanceId, orgId }
       : { type: "instance" as const, instanceId };
     const layers = await this.settings.layers(LOGIN, context);
     const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
-    return (
-      resolveSetting<boolean>(layers, "allow_register", owner, loginDefaults.allow_register).value === true
-    );
+    return resolveSetting<boolean>(layers, name, owner, loginDefaults[name]).value === true;
   }
 
   /**

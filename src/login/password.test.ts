@@ -17,6 +17,8 @@ import {
   startLoginPlatform,
 } from "../../test/login.ts";
 import { requirePasswordChange } from "../../test/login-browser.ts";
+import { changeSettings } from "../domain/settings/commands.ts";
+import { LOGIN } from "../domain/settings/login.ts";
 import { foldUser, userEvent } from "../domain/user/commands.ts";
 import { USER, UserEvent } from "../domain/user/events.ts";
 import { TestCompleter } from "./testing.ts";
@@ -59,6 +61,17 @@ describe("login UI: the password step", () => {
 
   before(async () => {
     platform = await startLoginPlatform({ PLATFORM_MAX_PASSWORD_ATTEMPTS: "3" });
+    // an unknown name reaches the password step only with ignore_unknown_usernames (else the login-name
+    // page says so: src/login/login.test.ts)
+    const instanceId = platform.bootstrapResult!.instanceId;
+    await changeSettings(platform.eventStore, {
+      category: LOGIN,
+      owner: { type: 2 as const, id: instanceId },
+      instanceId,
+      creator: "test",
+      set: { ignore_unknown_usernames: true },
+      reset: [],
+    });
   });
   after(() => platform.stop());
 

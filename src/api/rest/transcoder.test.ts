@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import http from "node:http";
 import { Writable } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import type { HandlerContext } from "@connectrpc/connect";
@@ -21,6 +22,8 @@ const logLines: string[] = [];
 let app: FastifyInstance;
 let base: string;
 const existing = new Set<string>();
+/** Calls whose signal was aborted, with the reason (see getThing). */
+const aborted = new Map<string, string>();
 
 const testingImpl = {
   createThing(req: CreateThingRequest) {
@@ -33,7 +36,15 @@ const testingImpl = {
     ctx.responseHeader.set("x-created", String(created));
     return { details: { id: req.id } };
   },
-  getThing(req: GetThingRequest) {
+  async getThing(req: GetThingRequest, ctx: HandlerContext) {
+    // "abort-*": the client closes the connection before the answer; the signal, read at once ("abort-early")
+    // or only after the close ("abort-late"), reports it
+    if (req.id.startsWith("abort-")) {
+      if (req.id === "abort-late") await new Promise((resolve) => setTimeout(resolve, 300));
+      const { signal } = ctx;
+      if (!signal.aborted) await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      aborted.set(req.id, String(signal.reason));
+    }
     return {
       id: req.id,
       thing: { name: "n", targetType: { case: "restWebhook" as const, value: { url: "https://a.example" } } },
@@ -371,6 +382,18 @@ describe("REST transcoder", () => {
     });
     const invalid = await call("GET", "/settings/v3alpha/languages?ctx.org_id=invalid");
     assert.deepEqual(invalid.json, { code: 3, message: "ctx.org_id: is not usable", details: [] });
+  });
+
+  test("the call's signal is aborted when the client closes the connection, read before or after", async () => {
+    for (const id of ["abort-early", "abort-late"]) {
+      const req = http.get(`${base}/testing/v1/things/${id}`);
+      req.on("error", () => {});
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      req.destroy();
+      for (let i = 0; i < 50 && !aborted.has(id); i++)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(aborted.get(id), "Error: client closed the connection", id);
+    }
   });
 
   test("an empty JSON array body and a JSON null body", async () => {

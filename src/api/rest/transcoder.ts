@@ -32,7 +32,6 @@ import {
   Code as ConnectCode,
   ConnectError,
   type ContextValues,
-  createHandlerContext,
   type HandlerContext,
   type Interceptor,
   type UnaryRequest,
@@ -289,11 +288,20 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
         `${service.typeName}.${method.name} is not implemented`,
         ConnectCode.Unimplemented,
       );
+    // the call as the interceptors left it; the signal is read only when asked for (CallAbort)
     const merged: HandlerContext = {
-      ...ctx,
+      method: ctx.method,
       service: req.service,
+      protocolName: ctx.protocolName,
+      requestMethod: ctx.requestMethod,
+      url: ctx.url,
+      get signal() {
+        return req.signal;
+      },
+      timeoutMs: ctx.timeoutMs,
       requestHeader: req.header,
-      signal: req.signal,
+      responseHeader: ctx.responseHeader,
+      responseTrailer: ctx.responseTrailer,
       values: req.contextValues,
     };
     const out = await impl(req.message, merged);
@@ -311,7 +319,7 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
   };
 
   return async function restHandler(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const abort = new AbortController();
+    const abort = new CallAbort();
     const onClose = () => {
       if (!reply.raw.writableFinished) abort.abort(new Error("client closed the connection"));
     };
@@ -323,16 +331,25 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
         values = options.contextValues(request);
         const header = headersOf(request);
         const url = `${request.protocol}://${request.host}${request.url}`;
-        const ctx = createHandlerContext({
+        // The context connect's createHandlerContext would make, without what a REST call does not use: a
+        // REST call has no deadline (no timer, no deadline signal), and the request headers are this call's
+        // own (no copy). Its three AbortControllers linked by listeners and the header copy cost some 18 µs
+        // of CPU per call, 2 % of a user create.
+        const ctx: HandlerContext = {
           service,
           method,
           protocolName: "rest",
           requestMethod: request.method,
           url,
-          requestSignal: abort.signal,
+          get signal() {
+            return abort.signal;
+          },
+          timeoutMs: noTimeout,
           requestHeader: header,
-          contextValues: values,
-        });
+          responseHeader: new Headers(),
+          responseTrailer: new Headers(),
+          values,
+        };
         const qi = request.url.indexOf("?");
         const message = buildRequestMessage(
           binding,
@@ -348,7 +365,9 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
           method: method as UnaryRequest["method"],
           requestMethod: request.method,
           url,
-          signal: ctx.signal,
+          get signal() {
+            return abort.signal;
+          },
           header,
           contextValues: values,
           message,
@@ -378,6 +397,31 @@ function createRouteHandler(route: RestRoute, impl: AnyImpl | undefined, options
       reply.raw.off("close", onClose);
     }
   };
+}
+
+const noTimeout = () => undefined;
+
+/**
+ * A REST call's abort signal, aborted when the client closes the connection before the answer. Made when
+ * first asked for: an AbortSignal costs some 3 µs of CPU to create, and most calls never look at it.
+ */
+class CallAbort {
+  private controller: AbortController | undefined;
+  private reason: Error | undefined;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: Error): void {
+    if (this.reason) return;
+    this.reason = reason;
+    this.controller?.abort(reason);
+  }
 }
 
 function headersOf(request: FastifyRequest): Headers {

@@ -434,6 +434,9 @@ export function removeUserEvent(user: UserAggregate): NewEvent {
   };
 }
 
+/** The message of a refused removal of the last way to sign in (`removeIdpLinkEvents`). */
+export const LAST_SIGN_IN_METHOD = "the link is the user's only way to sign in (the user has no password)";
+
 /** The unique constraint of external identities: one identity of a provider links to one user per instance. */
 export const IDP_LINK_CONSTRAINT = "user_idp_link";
 
@@ -473,10 +476,20 @@ export function idpLinkAddedEvent(userId: string, orgId: string, link: IdpLinkAd
   };
 }
 
-/** Removes the user's link to the provider `idpId` (NOT_FOUND when there is none). */
-export function removeIdpLinkEvents(user: UserAggregate, idpId: string): NewEvent[] {
+/**
+ * Removes the user's link to the provider `idpId` (NOT_FOUND when there is none). `keepSignIn` (the
+ * person's own account page): FAILED_PRECONDITION `LAST_SIGN_IN_METHOD` when it is the user's only link
+ * and the user has no password, which would leave the account without a way to sign in.
+ */
+export function removeIdpLinkEvents(
+  user: UserAggregate,
+  idpId: string,
+  options: { keepSignIn?: boolean } = {},
+): NewEvent[] {
   const link = user.idpLinks.get(idpId);
   if (!link) throw new NotFoundError("link not found");
+  if (options.keepSignIn && user.passwordHash === null && user.idpLinks.size === 1)
+    throw new FailedPreconditionError(LAST_SIGN_IN_METHOD);
   return [
     {
       ...userEvent(user, UserEvent.idpLinkRemoved, { idp_id: idpId, external_user_id: link.externalUserId }),

@@ -27,6 +27,10 @@
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions (signout)
  *   GET  /ui/login/signedout          "You are signed out" (signout)
+ *   POST /ui/login/account/profile    the account page's forms (account/): profile, password, removing a
+ *   POST /ui/login/account/password   link to an identity provider, signing one account out; each
+ *   POST /ui/login/account/links/remove  rate-limited per IP (the password also per login name), each
+ *   POST /ui/login/account/signout    answering 303 to the account page
  *
  * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
  * ./idp/) exporting a `Step`, added to STEPS below.
@@ -38,7 +42,13 @@ import { LoginIdps } from "../idp/login-idps.ts";
 import type { Login } from "../login.ts";
 import { sharedRateLimitStore } from "../rate-limits.ts";
 import { STYLESHEET } from "../render.ts";
-import { accountStep } from "./account.ts";
+import {
+  accountLinksStep,
+  accountPasswordStep,
+  accountProfileStep,
+  accountSessionsStep,
+  accountStep,
+} from "./account/index.ts";
 import { completeStep } from "./complete.ts";
 import { entryStep } from "./entry.ts";
 import { idpCallbackStep } from "./idp/callback.ts";
@@ -70,6 +80,10 @@ const STEPS: readonly Step[] = [
   passwordChangeStep,
   completeStep,
   signOutStep,
+  accountProfileStep,
+  accountPasswordStep,
+  accountLinksStep,
+  accountSessionsStep,
 ];
 
 export async function registerLoginRoutes(app: FastifyInstance, login: Login): Promise<void> {

@@ -210,11 +210,14 @@ export class StepKit {
     return login.sendClientResponse(request, reply, response, done);
   }
 
-  /** The 429 page when a post is one too many for its client address; else undefined. */
+  /**
+   * The 429 page when a post is one too many for its client address; else undefined. Without an auth
+   * request (the account page's forms) the page links back to the account page.
+   */
   limitPerIp(
     request: FastifyRequest,
     reply: FastifyReply,
-    authRequest: AuthRequest,
+    authRequest: AuthRequest | undefined,
   ): Promise<FastifyReply | undefined> {
     return this.limited(this.limits.perIp, request, reply, authRequest);
   }
@@ -223,7 +226,7 @@ export class StepKit {
   async limitPassword(
     request: FastifyRequest,
     reply: FastifyReply,
-    authRequest: AuthRequest,
+    authRequest: AuthRequest | undefined,
     loginName: string,
   ): Promise<FastifyReply | undefined> {
     const tooMany = await this.limited(this.limits.perIp, request, reply, authRequest);
@@ -250,7 +253,9 @@ export class StepKit {
       message: "error.tooManyAttempts",
       values: { seconds },
       authRequest,
-      link: authRequest ? { url: stepUrl("password", authRequest.id), text: "error.back" } : undefined,
+      link: authRequest
+        ? { url: stepUrl("password", authRequest.id), text: "error.back" }
+        : { url: "/", text: "error.toAccount" },
     });
   }
 }

@@ -1,10 +1,13 @@
 /**
  * GET, POST /ui/login/loginname: the login name (also without auth request: the sign-in to the account
  * page), with "Create an account" when registration is allowed and the "Continue with" links of the
- * organization's identity providers. The name is not checked here: the password page does not tell
- * whether it exists either.
+ * organization's identity providers. Whether an unknown name is told here is the login setting
+ * `ignore_unknown_usernames`: on (the default) any name leads to the password page, which answers an
+ * unknown name like a wrong password; off (ZITADEL's default) the page says the user was not found.
  */
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { findUser } from "../../domain/session/commands.ts";
+import { NotFoundError } from "../../errors.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
@@ -14,6 +17,7 @@ const PAGE = "loginname";
 
 export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
+  const { db } = login.deps;
   ui.get<{ Querystring: Query }>("/login/loginname", async (request, reply) => {
     const agent = login.userAgent(request, reply);
     let authRequest: AuthRequest | undefined;
@@ -35,6 +39,31 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
     });
   });
 
+  /**
+   * Whether the page must say that `loginName` is unknown: `ignore_unknown_usernames` is off for the
+   * organization of the sign-in, and no user of that organization (of the instance, without one) has it.
+   */
+  async function unknownName(request: FastifyRequest, orgId: string | undefined, loginName: string) {
+    const instanceId = login.instanceId(request);
+    if (await login.loginFlag(instanceId, orgId, "ignore_unknown_usernames")) return false;
+    try {
+      const user = await findUser(db, instanceId, { loginName });
+      return orgId !== undefined && user.orgId !== orgId;
+    } catch (error) {
+      if (error instanceof NotFoundError) return true;
+      throw error;
+    }
+  }
+
+  async function notFound(reply: FastifyReply, authRequest: AuthRequest, loginName: string) {
+    await login.authRequests.setUiState(authRequest, {
+      page: PAGE,
+      error: "error.userNotFound",
+      values: { loginName },
+    });
+    return reply.redirect(stepUrl("loginname", authRequest.id), 303);
+  }
+
   ui.post("/login/loginname", async (request, reply) => {
     const agent = await kit.checkForm(request, reply);
     if (!agent) return reply;
@@ -48,7 +77,13 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
         agent.hash,
         loginName,
       );
-      if (stored) return reply.redirect(stepUrl("password", stored), 303);
+      if (stored) {
+        if (await unknownName(request, stored.orgId, loginName)) {
+          const authRequest = await login.authRequests.find(login.instanceId(request), stored.id);
+          if (authRequest) return notFound(reply, authRequest, loginName);
+        }
+        return reply.redirect(stepUrl("password", stored.id), 303);
+      }
     }
     const authRequest = await kit.requestOfForm(request, reply, agent);
     if (!authRequest) return reply;
@@ -59,6 +94,8 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
       });
       return reply.redirect(stepUrl("loginname", authRequest.id), 303);
     }
+    if (await unknownName(request, authRequest.orgId, loginName))
+      return notFound(reply, authRequest, loginName);
     await login.authRequests.setLoginName(authRequest, loginName);
     await login.authRequests.setUiState(authRequest, {});
     return reply.redirect(stepUrl("password", authRequest.id), 303);

@@ -73,6 +73,42 @@ describe("login settings", () => {
     assert.equal(await platform.login.allowRegister(instanceId, undefined), true);
   });
 
+  it("hide_password_reset off and ignore_unknown_usernames on by default, inherited instance → organization", async () => {
+    const system = { value: false, owner: { type: "OWNER_TYPE_SYSTEM", id: "system" } };
+    const systemOn = { value: true, owner: { type: "OWNER_TYPE_SYSTEM", id: "system" } };
+    let resolved = await rest("GET", PATH);
+    assert.deepEqual(resolved.json.settings.hide_password_reset, system);
+    assert.deepEqual(resolved.json.settings.ignore_unknown_usernames, systemOn);
+
+    const set = await rest("PATCH", PATH, {
+      json: { hide_password_reset: { set: true }, ignore_unknown_usernames: { set: true } },
+    });
+    assert.equal(set.status, 200, set.text);
+    resolved = await rest("GET", `${PATH}?ctx.org_id=${orgId}`);
+    const instance = { value: true, owner: { type: "OWNER_TYPE_INSTANCE", id: instanceId } };
+    assert.deepEqual(resolved.json.settings.hide_password_reset, instance);
+    assert.deepEqual(resolved.json.settings.ignore_unknown_usernames, instance);
+    assert.equal(await platform.login.loginFlag(instanceId, orgId, "ignore_unknown_usernames"), true);
+
+    // the organization turns one off again; the other stays inherited
+    await rest("PATCH", `${PATH}?ctx.org_id=${orgId}`, { json: { ignoreUnknownUsernames: { set: false } } });
+    resolved = await rest("GET", `${PATH}?ctx.org_id=${orgId}`);
+    assert.deepEqual(resolved.json.settings.ignore_unknown_usernames, { value: false });
+    assert.deepEqual(resolved.json.settings.hide_password_reset, instance);
+    assert.equal(await platform.login.loginFlag(instanceId, orgId, "ignore_unknown_usernames"), false);
+    assert.equal(await platform.login.loginFlag(instanceId, undefined, "ignore_unknown_usernames"), true);
+
+    await rest("PATCH", `${PATH}?ctx.org_id=${orgId}`, {
+      json: { ignore_unknown_usernames: { reset: true } },
+    });
+    await rest("PATCH", PATH, {
+      json: { hide_password_reset: { reset: true }, ignore_unknown_usernames: { reset: true } },
+    });
+    resolved = await rest("GET", `${PATH}?ctx.org_id=${orgId}`);
+    assert.deepEqual(resolved.json.settings.hide_password_reset, system);
+    assert.deepEqual(resolved.json.settings.ignore_unknown_usernames, systemOn);
+  });
+
   it("a patch changes only the context it names and only when the field is given (REST and gRPC)", async () => {
     const resolved = async (query = "") =>
       (await rest("GET", `${PATH}${query}`)).json.settings.allow_register;

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { apiService } from "../../api/register.ts";
 import { changeSettings } from "../../domain/settings/commands.ts";
-import { LOGIN, loginDefaults } from "../../domain/settings/login.ts";
+import { LOGIN, LOGIN_FLAGS, loginDefaults } from "../../domain/settings/login.ts";
 import {
   PlatformLoginSettings,
   ResolvedLoginSettingsSchema,
@@ -21,8 +21,8 @@ import type { ServiceDeps } from "../deps.ts";
 import { settingsDetails, toOwner } from "../mapping.ts";
 
 /**
- * PlatformLoginSettings: what the login UI offers (self-registration), per system, instance or
- * organization, inherited system → instance → organization. The login UI reads the same values
+ * PlatformLoginSettings: what the login UI offers and reveals (self-registration, the password reset link,
+ * unknown login names), per system, instance or organization, inherited system → instance → organization. The login UI reads the same values
  * (src/login/settings.ts).
  */
 export function loginSettingsService(deps: ServiceDeps) {
@@ -34,9 +34,16 @@ export function loginSettingsService(deps: ServiceDeps) {
       });
       const set: Record<string, unknown> = {};
       const reset: string[] = [];
-      const allowRegister = req.settings?.allowRegister?.value;
-      if (allowRegister?.case === "set") set.allow_register = allowRegister.value;
-      else if (allowRegister?.case === "reset") reset.push("allow_register");
+      const given = {
+        allow_register: req.settings?.allowRegister?.value,
+        hide_password_reset: req.settings?.hidePasswordReset?.value,
+        ignore_unknown_usernames: req.settings?.ignoreUnknownUsernames?.value,
+      };
+      for (const name of LOGIN_FLAGS) {
+        const value = given[name];
+        if (value?.case === "set") set[name] = value.value;
+        else if (value?.case === "reset") reset.push(name);
+      }
       const owner = ownerOf(call.context);
       const version = await changeSettings(deps.eventStore, {
         category: LOGIN,
@@ -56,19 +63,19 @@ export function loginSettingsService(deps: ServiceDeps) {
       });
       const owner = ownerOf(call.context);
       const layers = await settingsLayers(deps.db, LOGIN, call.context);
-      const allowRegister = resolveSetting<boolean>(
-        layers,
-        "allow_register",
-        owner,
-        loginDefaults.allow_register,
-      );
+      const resolved = (name: (typeof LOGIN_FLAGS)[number]) => {
+        const setting = resolveSetting<boolean>(layers, name, owner, loginDefaults[name]);
+        return create(ResolvedBoolSchema, {
+          value: setting.value,
+          owner: setting.owner && toOwner(setting.owner),
+        });
+      };
       return create(ResolveLoginSettingsResponseSchema, {
         details: settingsDetails(ownVersion(layers, owner), owner),
         settings: create(ResolvedLoginSettingsSchema, {
-          allowRegister: create(ResolvedBoolSchema, {
-            value: allowRegister.value,
-            owner: allowRegister.owner && toOwner(allowRegister.owner),
-          }),
+          allowRegister: resolved("allow_register"),
+          hidePasswordReset: resolved("hide_password_reset"),
+          ignoreUnknownUsernames: resolved("ignore_unknown_usernames"),
         }),
       });
     },

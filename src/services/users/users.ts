@@ -20,9 +20,9 @@ import {
   metadataEvents,
   removeIdpLinkEvents,
   removeUserEvent,
-  requireHuman,
   requireMachine,
   type StateAction,
+  setPasswordEvents,
   type UserAggregate,
   userEvent,
 } from "../../domain/user/commands.ts";
@@ -36,6 +36,7 @@ import {
 } from "../../domain/user/events.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
+import { profileChange } from "../../domain/user/profile.ts";
 import { checkUsername, usernameKey } from "../../domain/user/username.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
@@ -182,19 +183,7 @@ export function usersService(deps: ServiceDeps) {
     if (human && (human.profile || human.email || human.phone)) {
       if (type !== UserType.human)
         throw new FailedPreconditionError("user.human: human fields exist only for human users");
-      const p = human.profile;
-      if (p?.givenName !== undefined) change.given_name = p.givenName;
-      if (p?.familyName !== undefined) change.family_name = p.familyName;
-      if (p?.displayName !== undefined) change.display_name = p.displayName || null;
-      if (p?.nickName !== undefined) change.nick_name = p.nickName || null;
-      if (p?.preferredLanguage !== undefined) {
-        if (p.preferredLanguage !== "" && !/^[a-z]{2}$/.test(p.preferredLanguage))
-          throw new InvalidArgumentError(
-            "must be two lowercase letters or empty",
-            "user.human.profile.preferred_language",
-          );
-        change.preferred_language = p.preferredLanguage || null;
-      }
+      Object.assign(change, profileChange(human.profile ?? {}));
       // Only the members given change; whether a changed address stays verified is the domain's rule.
       const email = human.email;
       if (email?.address !== undefined) change.email = email.address;
@@ -438,7 +427,6 @@ export function usersService(deps: ServiceDeps) {
       const passwordHash = await hashPassword(input.password);
       let refused: InvalidArgumentError | undefined;
       const details = await onUser(call, req.id, (user) => {
-        requireHuman(user, "passwords");
         refused = undefined;
         if (code !== undefined) {
           // the code (RequestPasswordReset, InviteUser) stands for the current password
@@ -449,12 +437,7 @@ export function usersService(deps: ServiceDeps) {
             return checked.events; // the wrong try is counted, nothing else changes
           }
         }
-        return [
-          userEvent(user, UserEvent.passwordChanged, {
-            password_hash: passwordHash,
-            change_required: input.changeRequired,
-          }),
-        ];
+        return setPasswordEvents(user, passwordHash, input.changeRequired);
       });
       if (refused) throw refused;
       return { details };

@@ -2,8 +2,8 @@
 // @generated from file platform/settings/login/v3alpha/login_service.proto (package platform.settings.login.v3alpha, syntax proto3)
 /* eslint-disable */
 
-// Login settings API: `{base_url}/settings/v3alpha/login`. What the login UI (`/ui/login`) offers in a
-// context, inherited system → instance → organization.
+// Login settings API: `{base_url}/settings/v3alpha/login`. What the login UI (`/ui/login`) offers and
+// reveals in a context, inherited system → instance → organization.
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/settings/login/v3alpha/login_service.proto.
  */
 export const file_platform_settings_login_v3alpha_login_service: GenFile = /*@__PURE__*/
-  fileDesc("CjNwbGF0Zm9ybS9zZXR0aW5ncy9sb2dpbi92M2FscGhhL2xvZ2luX3NlcnZpY2UucHJvdG8SH3BsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEiVQoQU2V0TG9naW5TZXR0aW5ncxJBCg5hbGxvd19yZWdpc3RlchgBIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldEJvb2wiXwoVUmVzb2x2ZWRMb2dpblNldHRpbmdzEkYKDmFsbG93X3JlZ2lzdGVyGAEgASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sIpQBChdTZXRMb2dpblNldHRpbmdzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dBJDCghzZXR0aW5ncxgCIAEoCzIxLnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuU2V0TG9naW5TZXR0aW5ncyJWChhTZXRMb2dpblNldHRpbmdzUmVzcG9uc2USOgoHZGV0YWlscxgBIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLkRldGFpbHMiUwobUmVzb2x2ZUxvZ2luU2V0dGluZ3NSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0IqQBChxSZXNvbHZlTG9naW5TZXR0aW5nc1Jlc3BvbnNlEjoKB2RldGFpbHMYASABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5EZXRhaWxzEkgKCHNldHRpbmdzGAIgASgLMjYucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5SZXNvbHZlZExvZ2luU2V0dGluZ3MygwMKFVBsYXRmb3JtTG9naW5TZXR0aW5ncxKyAQoQU2V0TG9naW5TZXR0aW5ncxI4LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuU2V0TG9naW5TZXR0aW5nc1JlcXVlc3QaOS5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlNldExvZ2luU2V0dGluZ3NSZXNwb25zZSIpgtPkkwIjOghzZXR0aW5nczIXL3NldHRpbmdzL3YzYWxwaGEvbG9naW4StAEKFFJlc29sdmVMb2dpblNldHRpbmdzEjwucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5SZXNvbHZlTG9naW5TZXR0aW5nc1JlcXVlc3QaPS5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlJlc29sdmVMb2dpblNldHRpbmdzUmVzcG9uc2UiH4LT5JMCGRIXL3NldHRpbmdzL3YzYWxwaGEvbG9naW5iBnByb3RvMw", [file_google_api_annotations, file_platform_object_v3alpha_object, file_platform_settings_object_v3alpha_object]);
+  fileDesc("CjNwbGF0Zm9ybS9zZXR0aW5ncy9sb2dpbi92M2FscGhhL2xvZ2luX3NlcnZpY2UucHJvdG8SH3BsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEi6gEKEFNldExvZ2luU2V0dGluZ3MSQQoOYWxsb3dfcmVnaXN0ZXIYASABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEkYKE2hpZGVfcGFzc3dvcmRfcmVzZXQYAiABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEksKGGlnbm9yZV91bmtub3duX3VzZXJuYW1lcxgDIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldEJvb2wi/gEKFVJlc29sdmVkTG9naW5TZXR0aW5ncxJGCg5hbGxvd19yZWdpc3RlchgBIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbBJLChNoaWRlX3Bhc3N3b3JkX3Jlc2V0GAIgASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sElAKGGlnbm9yZV91bmtub3duX3VzZXJuYW1lcxgDIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbCKUAQoXU2V0TG9naW5TZXR0aW5nc1JlcXVlc3QSNAoDY3R4GAEgASgLMicucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUmVxdWVzdENvbnRleHQSQwoIc2V0dGluZ3MYAiABKAsyMS5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlNldExvZ2luU2V0dGluZ3MiVgoYU2V0TG9naW5TZXR0aW5nc1Jlc3BvbnNlEjoKB2RldGFpbHMYASABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5EZXRhaWxzIlMKG1Jlc29sdmVMb2dpblNldHRpbmdzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dCKkAQocUmVzb2x2ZUxvZ2luU2V0dGluZ3NSZXNwb25zZRI6CgdkZXRhaWxzGAEgASgLMikucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuRGV0YWlscxJICghzZXR0aW5ncxgCIAEoCzI2LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuUmVzb2x2ZWRMb2dpblNldHRpbmdzMoMDChVQbGF0Zm9ybUxvZ2luU2V0dGluZ3MSsgEKEFNldExvZ2luU2V0dGluZ3MSOC5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlNldExvZ2luU2V0dGluZ3NSZXF1ZXN0GjkucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5TZXRMb2dpblNldHRpbmdzUmVzcG9uc2UiKYLT5JMCIzoIc2V0dGluZ3MyFy9zZXR0aW5ncy92M2FscGhhL2xvZ2luErQBChRSZXNvbHZlTG9naW5TZXR0aW5ncxI8LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuUmVzb2x2ZUxvZ2luU2V0dGluZ3NSZXF1ZXN0Gj0ucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5SZXNvbHZlTG9naW5TZXR0aW5nc1Jlc3BvbnNlIh+C0+STAhkSFy9zZXR0aW5ncy92M2FscGhhL2xvZ2luYgZwcm90bzM", [file_google_api_annotations, file_platform_object_v3alpha_object, file_platform_settings_object_v3alpha_object]);
 
 /**
  * Login settings to change in a context.
@@ -33,6 +33,23 @@ export type SetLoginSettings = Message<"platform.settings.login.v3alpha.SetLogin
    * @generated from field: platform.settings.object.v3alpha.SetBool allow_register = 1;
    */
   allowRegister?: SetBool | undefined;
+
+  /**
+   * Whether the login UI hides "Forgot password?" (default: shown). Stored and resolved now; the link comes
+   * with the password reset and honours it.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool hide_password_reset = 2;
+   */
+  hidePasswordReset?: SetBool | undefined;
+
+  /**
+   * Whether the login UI hides that a login name is unknown (default: no, as in ZITADEL). No: the login-name
+   * page says the user was not found. Yes: any name leads to the password page, which answers an unknown
+   * name like a wrong password.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool ignore_unknown_usernames = 3;
+   */
+  ignoreUnknownUsernames?: SetBool | undefined;
 };
 
 /**
@@ -54,6 +71,20 @@ export type ResolvedLoginSettings = Message<"platform.settings.login.v3alpha.Res
    * @generated from field: platform.settings.object.v3alpha.ResolvedBool allow_register = 1;
    */
   allowRegister?: ResolvedBool | undefined;
+
+  /**
+   * Whether the login UI hides "Forgot password?".
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool hide_password_reset = 2;
+   */
+  hidePasswordReset?: ResolvedBool | undefined;
+
+  /**
+   * Whether the login UI hides that a login name is unknown.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool ignore_unknown_usernames = 3;
+   */
+  ignoreUnknownUsernames?: ResolvedBool | undefined;
 };
 
 /**

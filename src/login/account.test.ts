@@ -1,0 +1,345 @@
+/**
+ * The account page's forms over HTTP (Chromium runs them in test/login-ui.test.ts): profile, password,
+ * links to identity providers and signing one account out; what each stores (read back through the users
+ * API), the events' creator, CSRF, and that a form only ever reaches the browser's own live session.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { addMachineUser, eventCount, restClient } from "../../test/helpers.ts";
+import {
+  addHuman,
+  alertOf,
+  formOf,
+  HttpBrowser,
+  type LoginTestPlatform,
+  startLoginPlatform,
+} from "../../test/login.ts";
+import { sha256 } from "../crypto/tokens.ts";
+import { createSession, terminateSession } from "../domain/session/commands.ts";
+import { addHumanEvent, addIdpLinkEvents, foldUser } from "../domain/user/commands.ts";
+import { USER } from "../domain/user/events.ts";
+import { newId } from "../id.ts";
+
+const PASSWORD = "Secret-Passw0rd!";
+const USERS = "/resources/v3alpha/users";
+
+describe("account page over HTTP", () => {
+  let platform: LoginTestPlatform;
+  let instanceId: string;
+  let owner: string;
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
+
+  before(async () => {
+    platform = await startLoginPlatform({ PLATFORM_MAX_PASSWORD_ATTEMPTS: "5" });
+    instanceId = platform.bootstrapResult!.instanceId;
+    ({ token: owner } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    }));
+  });
+  after(() => platform.stop());
+
+  /** A browser signed in as `loginName` through the UI's own sign-in; answers it and the account page. */
+  async function signedIn(loginName: string, password = PASSWORD, browser = new HttpBrowser(platform.url)) {
+    const loginPage = await browser.follow("/ui/login/loginname");
+    const passwordPage = await browser.submit(loginPage, "/ui/login/loginname", { loginName });
+    const page = await browser.submit(passwordPage, "/ui/login/password", { password });
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /<h1 id="page-title">Your account<\/h1>/);
+    return { browser, page };
+  }
+
+  const userOf = async (id: string) => (await rest("GET", `${USERS}/${id}`)).json.user;
+  const creators = async (userId: string, type: string) =>
+    (
+      await platform.db.query<{ creator: string }>(
+        "SELECT creator FROM events WHERE instance_id = $1 AND aggregate_id = $2 AND event_type = $3",
+        [instanceId, userId, type],
+      )
+    ).map((r) => r.creator);
+  const fieldError = (html: string, name: string) =>
+    new RegExp(`<p class="field-error" id="${name}-error">([^<]*)</p>`).exec(html)?.[1];
+  const notice = (html: string) => /<div class="notice" role="status">([^<]*)<\/div>/.exec(html)?.[1];
+
+  it("saves the profile through PatchUser's rules, with the user as creator", async () => {
+    const id = await addHuman(platform, "paula", PASSWORD);
+    const { browser, page } = await signedIn("paula");
+    assert.match(page.text, /value="Paula"/);
+    const saved = await browser.submit(page, "/ui/login/account/profile", {
+      givenName: "Paola",
+      familyName: "Rossi",
+      displayName: "",
+      nickName: "Pao",
+      preferredLanguage: "it",
+    });
+    assert.equal(saved.status, 200);
+    assert.equal(notice(saved.text), "Your profile was saved.");
+    assert.match(saved.text, /value="Paola"/);
+    const profile = (await userOf(id)).human.profile;
+    assert.equal(profile.given_name, "Paola");
+    assert.equal(profile.family_name, "Rossi");
+    assert.equal(profile.nick_name, "Pao");
+    assert.equal(profile.preferred_language, "it");
+    assert.equal(profile.display_name ?? "", "", "an empty display name removes it");
+    assert.deepEqual(await creators(id, "user.changed"), [id]);
+  });
+
+  it("shows each invalid profile value on the form and stores nothing", async () => {
+    const id = await addHuman(platform, "pietro", PASSWORD);
+    const { browser, page } = await signedIn("pietro");
+    const before = await eventCount(platform);
+    const form = formOf(page.text, "/ui/login/account/profile");
+    const posted = await browser.post("/ui/login/account/profile", {
+      ...form,
+      givenName: "",
+      familyName: "x".repeat(201),
+      displayName: "Nul\u0000",
+      nickName: "Piet",
+      preferredLanguage: "xx",
+    });
+    assert.equal(posted.status, 303);
+    const shown = await browser.follow(posted.location!);
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    assert.equal(alertOf(shown.text), "Please correct the marked fields.");
+    assert.equal(fieldError(shown.text, "givenName"), "This field is required.");
+    assert.equal(fieldError(shown.text, "familyName"), "This is too long: at most 200 characters.");
+    assert.equal(fieldError(shown.text, "displayName"), "This value is not valid.");
+    assert.equal(fieldError(shown.text, "preferredLanguage"), "This value is not valid.");
+    assert.match(shown.text, /id="givenName"[^>]*aria-describedby="givenName-error"[^>]*aria-invalid="true"/);
+    assert.match(shown.text, /id="nickName"[^>]*value="Piet"/, "the values typed are kept");
+    assert.equal((await userOf(id)).human.profile.given_name, "Pietro");
+    // the page shows the outcome once
+    const again = await browser.get("/");
+    assert.equal(alertOf(again.text), undefined);
+  });
+
+  it("changes the password with the current one; a wrong one counts toward the lockout with one message", async () => {
+    const id = await addHuman(platform, "petra", PASSWORD);
+    const { browser, page } = await signedIn("petra");
+    assert.match(page.text, /id="password-policy"/);
+    const wrong = await browser.submit(page, "/ui/login/account/password", {
+      currentPassword: "Wrong-Passw0rd!",
+      newPassword: "Renewed-Passw0rd!",
+      newPasswordConfirm: "Renewed-Passw0rd!",
+    });
+    const message = fieldError(wrong.text, "currentPassword");
+    assert.match(message ?? "", /current password is wrong/);
+    assert.deepEqual(await creators(id, "user.password.check.failed"), [id], "counted like a sign-in");
+    assert.deepEqual(await creators(id, "user.password.changed"), []);
+
+    const policy = await browser.submit(wrong, "/ui/login/account/password", {
+      currentPassword: PASSWORD,
+      newPassword: "short",
+      newPasswordConfirm: "other",
+    });
+    assert.equal(fieldError(policy.text, "newPassword"), "The password does not meet the requirements.");
+    assert.equal(fieldError(policy.text, "newPasswordConfirm"), "The passwords do not match.");
+    assert.ok(!policy.text.includes("short"), "passwords are never shown again");
+
+    const changed = await browser.submit(policy, "/ui/login/account/password", {
+      currentPassword: PASSWORD,
+      newPassword: "Renewed-Passw0rd!",
+      newPasswordConfirm: "Renewed-Passw0rd!",
+    });
+    assert.equal(notice(changed.text), "Your password was changed.");
+    assert.deepEqual(await creators(id, "user.password.changed"), [id]);
+    // this browser stays signed in (as after SetPassword), and the new password signs in elsewhere
+    assert.match((await browser.get("/")).text, /Your account/);
+    await signedIn("petra", "Renewed-Passw0rd!");
+  });
+
+  it("locks the password checks out after too many wrong current passwords, with the same message", async () => {
+    await addHuman(platform, "pia", PASSWORD);
+    const { browser, page } = await signedIn("pia");
+    let shown = page;
+    const messages = new Set<string | undefined>();
+    // PLATFORM_MAX_PASSWORD_ATTEMPTS=5: the 5th wrong one locks out; then the right one fails alike
+    for (const current of ["W1-rong!x", "W2-rong!x", "W3-rong!x", "W4-rong!x", "W5-rong!x", PASSWORD]) {
+      shown = await browser.submit(shown, "/ui/login/account/password", {
+        currentPassword: current,
+        newPassword: "Renewed-Passw0rd!",
+        newPasswordConfirm: "Renewed-Passw0rd!",
+      });
+      messages.add(fieldError(shown.text, "currentPassword"));
+    }
+    assert.equal(messages.size, 1, "one message for wrong and locked out");
+    assert.ok([...messages][0]);
+  });
+
+  it("refuses a post without the CSRF token, or naming a session that is not this browser's live one", async () => {
+    const id = await addHuman(platform, "quentin", PASSWORD);
+    const other = await addHuman(platform, "rita", PASSWORD);
+    const { browser, page } = await signedIn("quentin");
+    const { page: ritaPage } = await signedIn("rita");
+    const form = formOf(page.text, "/ui/login/account/profile");
+    const before = await eventCount(platform);
+
+    const noCsrf = await browser.post("/ui/login/account/profile", {
+      session: form.session,
+      givenName: "Q",
+      familyName: "Q",
+    });
+    assert.equal(noCsrf.status, 403);
+    // rita's session (another browser) named from quentin's browser: not one of its sessions
+    const ritaSession = formOf(ritaPage.text, "/ui/login/account/profile").session;
+    const foreign = await browser.post("/ui/login/account/profile", {
+      ...form,
+      session: ritaSession,
+      userId: other,
+      givenName: "Hacked",
+      familyName: "Hacked",
+    });
+    assert.equal(foreign.status, 403);
+    assert.match(foreign.text, /no longer signed in/);
+    const foreignLink = await browser.post("/ui/login/account/signout", { ...form, target: ritaSession });
+    assert.equal(foreignLink.status, 303);
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    assert.equal((await userOf(other)).human.profile.given_name, "Rita");
+
+    // the session ended (through the sessions domain, as the API would): its forms are refused
+    await terminateSession(platform.eventStore, { instanceId, creator: "test" }, { sessionId: form.session });
+    const ended = await browser.post("/ui/login/account/profile", {
+      ...form,
+      givenName: "Q",
+      familyName: "Q",
+    });
+    assert.equal(ended.status, 403);
+    assert.equal((await userOf(id)).human.profile.given_name, "Quentin");
+  });
+
+  it("refuses the forms of a user locked since", async () => {
+    const id = await addHuman(platform, "sven", PASSWORD);
+    const { browser, page } = await signedIn("sven");
+    const locked = await rest("POST", `${USERS}/${id}/_lock`, { json: {} });
+    assert.equal(locked.status, 200, locked.text);
+    const form = formOf(page.text, "/ui/login/account/password");
+    const before = await eventCount(platform);
+    const answer = await browser.post("/ui/login/account/password", {
+      ...form,
+      currentPassword: PASSWORD,
+      newPassword: "Renewed-Passw0rd!",
+      newPasswordConfirm: "Renewed-Passw0rd!",
+    });
+    assert.equal(answer.status, 403);
+    assert.equal(await eventCount(platform), before);
+  });
+
+  it("removes links to identity providers, but never the only way to sign in", async () => {
+    const link = (userId: string, idpId: string) =>
+      platform.eventStore.push({ instanceId, creator: "test" }, async (tx) => {
+        const user = foldUser(await tx.load(USER, userId));
+        assert.ok(user);
+        return addIdpLinkEvents(user, {
+          idp_id: idpId,
+          external_user_id: `${userId}-${idpId}`,
+          external_username: `${idpId}-name`,
+        });
+      });
+    const id = await addHuman(platform, "tina", PASSWORD);
+    await link(id, "idp-a");
+    await link(id, "idp-b");
+    const { browser, page } = await signedIn("tina");
+    assert.match(page.text, /idp-a-name/);
+    const removed = await browser.submit(page, "/ui/login/account/links/remove", { idp: "idp-a" });
+    assert.equal(notice(removed.text), "The link was removed.");
+    assert.deepEqual(await creators(id, "user.idp.link.removed"), [id]);
+    const links = (await rest("GET", `${USERS}/${id}/links`)).json.links;
+    assert.deepEqual(
+      links.map((l: { idp_id: string }) => l.idp_id),
+      ["idp-b"],
+    );
+
+    // a user without a password (signed in through its provider) keeps its last link
+    const idpOnly = newId();
+    await platform.eventStore.push({ instanceId, creator: "test" }, async () => [
+      addHumanEvent(idpOnly, platform.bootstrapResult!.orgId, {
+        username: "walter",
+        profile: { given_name: "Walter", family_name: "Example" },
+        email: { address: "walter@example.com", is_verified: true },
+      }),
+    ]);
+    await link(idpOnly, "idp-a");
+    const fresh = new HttpBrowser(platform.url);
+    await fresh.get("/ui/login/loginname"); // the browser's cookie
+    await createSession(
+      platform.eventStore,
+      { instanceId, creator: idpOnly },
+      {
+        user: { id: idpOnly, orgId: platform.bootstrapResult!.orgId },
+        userAgentHash: sha256(fresh.cookies.get("platform_ua")!),
+        idpId: "idp-a",
+      },
+      platform.login.policy,
+    );
+    const walterPage = await fresh.get("/");
+    assert.match(walterPage.text, /Your account has no password/);
+    const before = await eventCount(platform);
+    const refused = await fresh.submit(walterPage, "/ui/login/account/links/remove", { idp: "idp-a" });
+    assert.match(alertOf(refused.text) ?? "", /only way to sign in/);
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    assert.equal((await rest("GET", `${USERS}/${idpOnly}/links`)).json.links.length, 1);
+  });
+
+  it("signs one account of the browser out and keeps the other", async () => {
+    await addHuman(platform, "ulla", PASSWORD);
+    await addHuman(platform, "vera", PASSWORD);
+    const { browser } = await signedIn("ulla");
+    const { page } = await signedIn("vera", PASSWORD, browser);
+    const sessions = [...page.text.matchAll(/name="target" value="([^"]+)"/g)].map((m) => m[1]);
+    assert.equal(sessions.length, 2);
+    const form = formOf(page.text, "/ui/login/account/signout");
+    // vera is shown (the most recent); sign ulla out
+    const ulla = sessions.find((s) => s !== form.session)!;
+    const posted = await browser.post("/ui/login/account/signout", { ...form, target: ulla });
+    assert.equal(posted.status, 303);
+    const shown = await browser.follow(posted.location!);
+    assert.equal(notice(shown.text), "The account was signed out on this browser.");
+    assert.equal([...shown.text.matchAll(/name="target"/g)].length, 1);
+    assert.doesNotMatch(shown.text, /ulla@/);
+  });
+});
+
+describe("account page rate limits", () => {
+  let platform: LoginTestPlatform;
+
+  before(async () => {
+    platform = await startLoginPlatform({
+      PLATFORM_LOGIN_ATTEMPTS_PER_IP: "3",
+      PLATFORM_LOGIN_ATTEMPTS_PER_NAME: "0",
+    });
+    await addHuman(platform, "xenia", PASSWORD);
+  });
+  after(() => platform.stop());
+
+  it("counts the forms' posts per client IP like the sign-in's, with a 429 page back to the account", async () => {
+    const browser = new HttpBrowser(platform.url);
+    const loginPage = await browser.follow("/ui/login/loginname");
+    const passwordPage = await browser.submit(loginPage, "/ui/login/loginname", { loginName: "xenia" });
+    const page = await browser.submit(passwordPage, "/ui/login/password", { password: PASSWORD }); // 1
+    const form = formOf(page.text, "/ui/login/account/profile");
+    const first = await browser.post("/ui/login/account/profile", {
+      ...form,
+      givenName: "Xenia",
+      familyName: "Example",
+    }); // 2
+    assert.equal(first.status, 303);
+    // the outcome cookie: HttpOnly, SameSite=Lax, short-lived
+    const outcome = browser.setCookieHeaders.find((h) => h.startsWith("platform_account_form="));
+    assert.match(outcome ?? "", /HttpOnly/i);
+    assert.match(outcome ?? "", /SameSite=Lax/i);
+    assert.match(outcome ?? "", /Max-Age=120/i);
+    await browser.post("/ui/login/account/profile", { ...form, givenName: "X", familyName: "Y" }); // 3
+    const limited = await browser.post("/ui/login/account/profile", {
+      ...form,
+      givenName: "Z",
+      familyName: "Z",
+    });
+    assert.equal(limited.status, 429);
+    assert.match(limited.text, /Too many attempts/);
+    assert.match(limited.text, /href="\/"/);
+    assert.ok(Number(limited.headers.get("retry-after")) > 0);
+  });
+});

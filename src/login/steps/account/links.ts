@@ -1,0 +1,43 @@
+/**
+ * POST /ui/login/account/links/remove: the signed-in person removes a link of its account to an external
+ * identity provider (rate-limited per IP), with the domain function the users API's RemoveUserLink uses
+ * (`removeIdpLinkEvents`) and the user as creator. Refused when it would leave the account without a way
+ * to sign in: the user's only link while the user has no password (`keepSignIn`).
+ */
+import type { FastifyInstance } from "fastify";
+import { foldUser, LAST_SIGN_IN_METHOD, removeIdpLinkEvents } from "../../../domain/user/commands.ts";
+import { USER } from "../../../domain/user/events.ts";
+import { FailedPreconditionError, NotFoundError } from "../../../errors.ts";
+import { field, type StepKit } from "../kit.ts";
+import { accountPost, redirectWithOutcome } from "./kit.ts";
+
+export function accountLinksStep(ui: FastifyInstance, kit: StepKit): void {
+  const { eventStore } = kit.login.deps;
+  ui.post("/login/account/links/remove", async (request, reply) => {
+    const post = await accountPost(kit, request, reply);
+    if (!post) return reply;
+    const tooMany = await kit.limitPerIp(request, reply, undefined);
+    if (tooMany) return tooMany;
+    const { account, body } = post;
+    const outcome = { session: account.id, form: "links" as const };
+    const idpId = field(body, "idp");
+    try {
+      await eventStore.push(
+        { instanceId: kit.login.instanceId(request), creator: account.userId },
+        async (tx) => {
+          const user = foldUser(await tx.load(USER, account.userId));
+          if (!user) throw new NotFoundError("user not found");
+          return removeIdpLinkEvents(user, idpId, { keepSignIn: true });
+        },
+      );
+    } catch (error) {
+      if (error instanceof FailedPreconditionError && error.message === LAST_SIGN_IN_METHOD)
+        return redirectWithOutcome(kit, request, reply, { ...outcome, error: "account.linkLastSignIn" });
+      // removed meanwhile (another tab, an administrator): nothing left to remove
+      if (error instanceof NotFoundError)
+        return redirectWithOutcome(kit, request, reply, { ...outcome, error: "account.linkUnknown" });
+      throw error;
+    }
+    return redirectWithOutcome(kit, request, reply, { ...outcome, notice: "account.linkRemoved" });
+  });
+}

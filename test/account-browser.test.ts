@@ -1,0 +1,205 @@
+/**
+ * The account page's forms in Debian's Chromium (playwright-core): each form's success and failure as a
+ * person meets them, what they store (read back through the users API), the refusals (no CSRF token,
+ * another browser's account), and axe-core on every state in light and dark mode. The HTTP-level details
+ * are in src/login/account.test.ts.
+ *
+ * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type { Browser, Page } from "playwright-core";
+import { addIdpLinkEvents, foldUser } from "../src/domain/user/commands.ts";
+import { USER } from "../src/domain/user/events.ts";
+import { addMachineUser, eventCount, restClient } from "./helpers.ts";
+import { addHuman, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
+import { axeViolations, launchChromium, PASSWORD, watchProblems } from "./login-browser.ts";
+
+const USERS = "/resources/v3alpha/users";
+
+let platform: LoginTestPlatform;
+let browser: Browser;
+let owner: string;
+const rest = restClient(
+  () => platform,
+  () => owner,
+);
+
+before(async () => {
+  [platform, browser] = await Promise.all([startLoginPlatform(), launchChromium()]);
+  ({ token: owner } = await addMachineUser(platform, {
+    username: "owner",
+    membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+  }));
+});
+
+after(async () => {
+  await browser?.close();
+  await platform?.stop();
+});
+
+async function signedInPage(loginName: string) {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const problems = watchProblems(page);
+  await page.goto(`${platform.url}/`);
+  await page.getByLabel("Login name").fill(loginName);
+  await page.getByRole("button", { name: "Next" }).click();
+  await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${platform.url}/`);
+  return { context, page, problems };
+}
+
+/** axe-core in both colour schemes; answers the violations. */
+async function axe(page: Page, name: string): Promise<string[]> {
+  const failures: string[] = [];
+  for (const colorScheme of ["dark", "light"] as const) {
+    await page.emulateMedia({ colorScheme });
+    for (const v of await axeViolations(page))
+      failures.push(`${name} (${colorScheme}): ${v.id} [${v.impact}] ${v.help} — ${v.targets.join(", ")}`);
+  }
+  return failures;
+}
+
+const userOf = async (id: string) => (await rest("GET", `${USERS}/${id}`)).json.user;
+
+describe("account page in Chromium", () => {
+  it("edits the profile: errors on the form store nothing, a valid one is saved", async () => {
+    const id = await addHuman(platform, "olga", PASSWORD, { givenName: "Olga", familyName: "Berg" });
+    const { context, page, problems } = await signedInPage("olga");
+    const failures = await axe(page, "account");
+
+    const before = await eventCount(platform);
+    await page.getByLabel("First name").fill("");
+    await page.getByLabel("Nickname (optional)").fill("Olly");
+    await page.getByRole("button", { name: "Save profile" }).click();
+    await page.locator("#profile-error").waitFor();
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    const given = page.getByLabel("First name");
+    assert.equal(await given.getAttribute("aria-invalid"), "true");
+    assert.equal(await given.getAttribute("aria-describedby"), "givenName-error");
+    assert.equal(await page.locator("#givenName-error").textContent(), "This field is required.");
+    assert.equal(await page.getByLabel("Nickname (optional)").inputValue(), "Olly", "typed values kept");
+    assert.ok(
+      await given.evaluate((el) => el === el.ownerDocument.activeElement),
+      "the invalid field has the focus",
+    );
+    failures.push(...(await axe(page, "profile errors")));
+    assert.equal((await userOf(id)).human.profile.nick_name ?? "", "");
+
+    await given.fill("Olivia");
+    await page.getByLabel("Preferred language").selectOption("de");
+    await page.getByRole("button", { name: "Save profile" }).click();
+    await page.locator(".notice").waitFor();
+    assert.equal(await page.locator(".notice").textContent(), "Your profile was saved.");
+    failures.push(...(await axe(page, "profile saved")));
+    const profile = (await userOf(id)).human.profile;
+    assert.deepEqual(
+      [profile.given_name, profile.nick_name, profile.preferred_language],
+      ["Olivia", "Olly", "de"],
+    );
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("changes the password only with the right current one", async () => {
+    await addHuman(platform, "oskar", PASSWORD);
+    const { context, page } = await signedInPage("oskar");
+    assert.match((await page.locator("#password-policy").textContent()) ?? "", /at least 8 characters/);
+    const change = async (current: string, next: string) => {
+      await page.getByLabel("Current password").fill(current);
+      await page.getByLabel("New password", { exact: true }).fill(next);
+      await page.getByLabel("Confirm new password").fill(next);
+      await page.getByRole("button", { name: "Change password" }).click();
+      await page.locator("#password-error, #password-title ~ .notice").first().waitFor();
+    };
+    await change("Wrong-Passw0rd!", "Renewed-Passw0rd!");
+    assert.match(
+      (await page.locator("#currentPassword-error").textContent()) ?? "",
+      /current password is wrong/,
+    );
+    assert.equal(
+      await page.getByLabel("Current password").getAttribute("aria-describedby"),
+      "currentPassword-error",
+    );
+    assert.deepEqual(await axe(page, "password error"), []);
+    await change(PASSWORD, "Renewed-Passw0rd!");
+    assert.equal(await page.locator(".notice").textContent(), "Your password was changed.");
+    await context.close();
+
+    // the new password signs in
+    const again = await browser.newContext();
+    const next = await again.newPage();
+    await next.goto(`${platform.url}/`);
+    await next.getByLabel("Login name").fill("oskar");
+    await next.getByRole("button", { name: "Next" }).click();
+    await next.getByLabel("Password", { exact: true }).fill("Renewed-Passw0rd!");
+    await next.getByRole("button", { name: "Sign in" }).click();
+    await next.waitForURL(`${platform.url}/`);
+    assert.equal((await next.locator("h1").textContent())?.trim(), "Your account");
+    await again.close();
+  });
+
+  it("removes a link to an identity provider", async () => {
+    const id = await addHuman(platform, "otto", PASSWORD);
+    await platform.eventStore.push(
+      { instanceId: platform.bootstrapResult!.instanceId, creator: "test" },
+      async (tx) =>
+        addIdpLinkEvents(foldUser(await tx.load(USER, id))!, {
+          idp_id: "idp-x",
+          external_user_id: "otto-x",
+          external_username: "otto@provider.example",
+        }),
+    );
+    const { context, page } = await signedInPage("otto");
+    assert.match((await page.locator("#links-title ~ ul").textContent()) ?? "", /otto@provider\.example/);
+    await page.getByRole("button", { name: "Remove idp-x" }).click();
+    await page.locator(".notice").waitFor();
+    assert.equal(await page.locator(".notice").textContent(), "The link was removed.");
+    assert.deepEqual((await rest("GET", `${USERS}/${id}/links`)).json.links ?? [], []);
+    await context.close();
+  });
+
+  it("signs one account out from the page, and refuses posts without the CSRF token or for another browser's account", async () => {
+    const ida = await addHuman(platform, "oda", PASSWORD, { givenName: "Oda", familyName: "Lind" });
+    await addHuman(platform, "ole", PASSWORD, { givenName: "Ole", familyName: "Lind" });
+    const { context, page } = await signedInPage("oda");
+    await page.goto(`${platform.url}/ui/login/loginname`);
+    await page.getByLabel("Login name").fill("ole");
+    await page.getByRole("button", { name: "Next" }).click();
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${platform.url}/`);
+    assert.equal(await page.locator("#sessions-title ~ ul li").count(), 2);
+
+    // a post without the token, and one naming oda's session from another browser: refused, nothing stored
+    const odaSession = await page
+      .locator('form[action="/ui/login/account/signout"] input[name="target"]')
+      .nth(1)
+      .getAttribute("value");
+    const noToken = await page.request.post(`${platform.url}/ui/login/account/profile`, {
+      form: { session: odaSession!, givenName: "X", familyName: "Y" },
+      maxRedirects: 0,
+    });
+    assert.equal(noToken.status(), 403);
+    const other = await signedInPage("ole");
+    const before = await eventCount(platform);
+    const otherCsrf = await other.page.locator('input[name="csrf"]').first().getAttribute("value");
+    const foreign = await other.page.request.post(`${platform.url}/ui/login/account/profile`, {
+      form: { csrf: otherCsrf!, session: odaSession!, givenName: "X", familyName: "Y" },
+      maxRedirects: 0,
+    });
+    assert.equal(foreign.status(), 403);
+    assert.equal(await eventCount(platform), before);
+    assert.equal((await userOf(ida)).human.profile.given_name, "Oda");
+    await other.context.close();
+
+    await page.getByRole("button", { name: "Sign out Oda Lind" }).click();
+    await page.locator(".notice").waitFor();
+    assert.equal(await page.locator("#sessions-title ~ ul li").count(), 1);
+    assert.match((await page.locator("#sessions-title ~ ul").textContent()) ?? "", /Ole Lind/);
+    await context.close();
+  });
+});
