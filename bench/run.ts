@@ -5,7 +5,7 @@
 // under the same load generator.
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
-// BENCH_ONLY (api | oidc | signin | tracing | growth | caches; default all but tracing and growth; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
+// BENCH_ONLY (api | oidc | signin | tracing | growth | caches | notifications; default all but tracing, growth and notifications; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
@@ -31,6 +31,13 @@ import { printTable, record } from "./report.ts";
 // BENCH_ONLY=tracing: the token endpoint with tracing off and on, servers of its own (./tracing.ts).
 if (process.env.BENCH_ONLY === "tracing") {
   await import("./tracing.ts");
+  process.exit(0);
+}
+
+// BENCH_ONLY=notifications: the notification outbox's worker draining a backlog to a local SMTP server
+// (./notifications.ts).
+if (process.env.BENCH_ONLY === "notifications") {
+  await import("./notifications.ts");
   process.exit(0);
 }
 

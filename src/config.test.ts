@@ -61,6 +61,17 @@ describe("config", () => {
     );
     assert.equal(config.maxRequestBodyBytes, 1024 * 1024);
     assert.equal(externalOrigin(config), "http://localhost:8080");
+    assert.deepEqual(config.notification, { maxAttempts: 8, retryDelayMs: 5000, codeTtlSeconds: 3600 });
+  });
+
+  it("PLATFORM_NOTIFICATION_CODE_TTL takes seconds or a number with s, m or h", () => {
+    for (const [raw, seconds] of [
+      ["600", 600],
+      ["90m", 5400],
+      ["2h", 7200],
+      ["120s", 120],
+    ] as const)
+      assert.equal(loadConfig({ PLATFORM_NOTIFICATION_CODE_TTL: raw }).notification.codeTtlSeconds, seconds);
   });
 
   it("PLATFORM_IDP_CODEHOST_B_ISSUER replaces the public codehost_b issuer; it must be an http(s) URL", () => {
@@ -150,6 +161,11 @@ describe("config", () => {
       [{ OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "half" }, "OTEL_TRACES_SAMPLER_ARG"],
       [{ OTEL_TRACES_EXPORTER: "zipkin" }, "OTEL_TRACES_EXPORTER"],
       [{ OTEL_SDK_DISABLED: "yes please" }, "OTEL_SDK_DISABLED"],
+      [{ PLATFORM_NOTIFICATION_CODE_TTL: "1d" }, "PLATFORM_NOTIFICATION_CODE_TTL"],
+      [{ PLATFORM_NOTIFICATION_CODE_TTL: "30" }, "PLATFORM_NOTIFICATION_CODE_TTL"],
+      [{ PLATFORM_NOTIFICATION_CODE_TTL: "169h" }, "PLATFORM_NOTIFICATION_CODE_TTL"],
+      [{ PLATFORM_NOTIFICATION_MAX_ATTEMPTS: "0" }, "PLATFORM_NOTIFICATION_MAX_ATTEMPTS"],
+      [{ PLATFORM_NOTIFICATION_RETRY_DELAY_MS: "5s" }, "PLATFORM_NOTIFICATION_RETRY_DELAY_MS"],
     ];
     for (const [env, variable] of cases) {
       assert.throws(

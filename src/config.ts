@@ -66,6 +66,8 @@ export interface Config {
   };
   /** The execution engine (src/execution, docs/actions.md "Calling targets"). */
   execution: ExecutionConfig;
+  /** Delivery of notification messages (src/notifications, docs/notifications.md "Delivery"). */
+  notification: NotificationConfig;
   /** The outbound-address policy of every outbound connection (src/net/outbound.ts). */
   outbound: OutboundConfig;
   /** OpenTelemetry tracing (src/tracing); undefined: off. */
@@ -102,6 +104,27 @@ export interface ExecutionConfig {
   maxResponseBytes: number;
   /** How long a target's previous signing key stays valid after a rotation. */
   signingKeyGraceSeconds: number;
+}
+
+export interface NotificationConfig {
+  /** Attempts of a message before it is given up. */
+  maxAttempts: number;
+  /** Delay before the first retry of a message (doubling with each attempt, with jitter). */
+  retryDelayMs: number;
+  /** How long a verification code stays valid (seconds). */
+  codeTtlSeconds: number;
+}
+
+/** `PLATFORM_NOTIFICATION_CODE_TTL`: seconds, or a number with `s`, `m` or `h` (`3600`, `90m`, `1h`). */
+function parseCodeTtl(raw: string): number {
+  const match = /^(\d{1,7})\s*(s|m|h)?$/.exec(raw.trim());
+  const seconds = match ? Number(match[1]) * { s: 1, m: 60, h: 3600 }[match[2] ?? "s"]! : Number.NaN;
+  if (!(seconds >= 60 && seconds <= 7 * 86400))
+    throw new ConfigError(
+      "PLATFORM_NOTIFICATION_CODE_TTL",
+      `must be a duration from 1 minute to 7 days (seconds, or with s, m or h: 3600, 90m, 1h); got "${raw}"`,
+    );
+  return seconds;
 }
 
 export const logFormats = ["auto", "json", "pretty"] as const;
@@ -265,6 +288,22 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_EXECUTION_RETRY_DELAY_MS",
     default: "1000",
     description: "first retry delay of an event delivery; doubles per attempt (jittered, at most 1 h)",
+  },
+  {
+    name: "PLATFORM_NOTIFICATION_MAX_ATTEMPTS",
+    default: "8",
+    description: "attempts of a notification message (e-mail, SMS) before it is stored FAILED",
+  },
+  {
+    name: "PLATFORM_NOTIFICATION_RETRY_DELAY_MS",
+    default: "5000",
+    description: "first retry delay of a notification message; doubles per attempt (jittered, at most 1 h)",
+  },
+  {
+    name: "PLATFORM_NOTIFICATION_CODE_TTL",
+    default: "1h",
+    description:
+      "how long a verification code (e-mail, phone) stays valid: seconds, or with s, m or h; 1 minute to 7 days",
   },
   {
     name: "PLATFORM_EXECUTION_MAX_RESPONSE_BYTES",
@@ -595,6 +634,21 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     ),
     connections,
     execution,
+    notification: {
+      maxAttempts: parseInteger(
+        "PLATFORM_NOTIFICATION_MAX_ATTEMPTS",
+        str("PLATFORM_NOTIFICATION_MAX_ATTEMPTS", "8")!,
+        1,
+        100,
+      ),
+      retryDelayMs: parseInteger(
+        "PLATFORM_NOTIFICATION_RETRY_DELAY_MS",
+        str("PLATFORM_NOTIFICATION_RETRY_DELAY_MS", "5000")!,
+        10,
+        3_600_000,
+      ),
+      codeTtlSeconds: parseCodeTtl(str("PLATFORM_NOTIFICATION_CODE_TTL", "1h")!),
+    },
     outbound: { allowPrivate, denyList },
     metrics,
     tracing: parseTracingConfig(

@@ -17,6 +17,7 @@ import { type AuthRequestCompleter, type Login, registerLogin } from "./login/in
 import { listenForMetrics, type MetricsListener, metricsOnMainPort } from "./metrics/endpoint.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { OutboundPolicy, type Resolve } from "./net/outbound.ts";
+import { createNotificationDelivery, type NotificationDelivery } from "./notifications/delivery.ts";
 import { NotificationSender } from "./notifications/sender.ts";
 import { SigningKeys } from "./oidc/keys.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
@@ -50,6 +51,8 @@ export interface Platform {
   login: Login;
   /** The execution engine: calls action targets (src/execution). */
   executions: Executions;
+  /** The notification outbox and its worker (src/notifications/delivery.ts). */
+  messages: NotificationDelivery;
   /** The Prometheus metrics (src/metrics), served where `config.metrics` says. */
   metrics: Metrics;
   /** The port of PLATFORM_METRICS_PORT's listener, once `listen` started it. */
@@ -130,6 +133,16 @@ export async function createPlatform(
       log: app.log.child({ component: "executions" }),
       metrics,
     });
+    const messages = createNotificationDelivery({
+      config,
+      db,
+      eventStore,
+      sender: deps.notifications,
+      masterKey,
+      log: app.log.child({ component: "notifications" }),
+      metrics,
+    });
+    deps.messages = messages;
     const oidc = createOidcProvider({
       config,
       db,
@@ -177,14 +190,17 @@ export async function createPlatform(
     if (listener) {
       listener.channel(CACHE_CHANNEL, eventStore.broadcast.channel(app.log));
       executions.listen(listener);
+      messages.listen(listener);
       app.addHook("onClose", () => listener.close());
     }
     // stopped with the server (also when only the app is closed), before the database closes
     app.addHook("onClose", () => executions.close());
+    app.addHook("onClose", () => messages.close());
     await app.ready();
     // serving starts with LISTEN in place (or being retried, logged)
     await listener?.start();
     executions.start();
+    messages.start();
 
     let closing: Promise<void> | undefined;
     const close = () => {
@@ -213,6 +229,7 @@ export async function createPlatform(
       oidc,
       login,
       executions,
+      messages,
       metrics,
       bootstrapResult,
       close,

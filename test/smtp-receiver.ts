@@ -69,6 +69,8 @@ export interface SmtpReceiverOptions {
   port?: number;
   /** Recipients whose local part starts with `reject` are refused with this answer. */
   rejectAnswer?: { code: number; text: string };
+  /** Answers RCPT TO for `address` with this refusal when it returns one (after `rejectAnswer`). */
+  refuseRcpt?: (address: string) => { code: number; text: string } | undefined;
 }
 
 /** Starts a server on 127.0.0.1 (a free port unless `port` is given; rejects when it cannot listen). */
@@ -94,6 +96,11 @@ export async function startSmtpReceiver(options: SmtpReceiverOptions): Promise<S
       if (options.rejectAnswer && address.address.startsWith("reject")) {
         const { code, text } = options.rejectAnswer;
         callback(Object.assign(new Error(text), { responseCode: code }));
+        return;
+      }
+      const refusal = options.refuseRcpt?.(address.address);
+      if (refusal) {
+        callback(Object.assign(new Error(refusal.text), { responseCode: refusal.code }));
         return;
       }
       callback();

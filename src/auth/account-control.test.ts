@@ -43,6 +43,8 @@ interface Operation {
   on: "human" | "machine";
   request: (t: Target) => { method: string; path: string; json?: unknown };
   allowed: number;
+  /** The error code when `allowed` is an error (default 5, NOT_FOUND). */
+  code?: number;
   /** Keeps what a successful call made (for the removals after it). */
   keep?: (t: Target, reply: RestReply) => void;
 }
@@ -128,6 +130,46 @@ describe("no control over a more privileged account", () => {
         json: { password: "Taken-Passw0rd!", change_required: false },
       }),
       allowed: 200,
+    },
+    // Passes the rule and finds no open code: 400, nothing stored.
+    {
+      name: "verify the e-mail",
+      on: "human",
+      request: (t) => ({
+        method: "POST",
+        path: `${USERS}/${t.id}/email/_verify`,
+        json: { verification_code: "WRONG234" },
+      }),
+      allowed: 400,
+      code: 3,
+    },
+    {
+      name: "send an e-mail code",
+      on: "human",
+      request: (t) => ({
+        method: "POST",
+        path: `${USERS}/${t.id}/email/_send_code`,
+        json: { return_code: true },
+      }),
+      allowed: 200,
+    },
+    {
+      name: "request a password reset",
+      on: "human",
+      request: (t) => ({
+        method: "POST",
+        path: `${USERS}/${t.id}/password/_request_reset`,
+        json: { return_code: true },
+      }),
+      allowed: 200,
+    },
+    // Passes the rule and finds a password: 400 FAILED_PRECONDITION, nothing stored.
+    {
+      name: "invite",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/_invite`, json: { return_code: true } }),
+      allowed: 400,
+      code: 9,
     },
     // Passes the rule and finds no link: 404 (a link is an account's credential too).
     {
@@ -301,7 +343,7 @@ describe("no control over a more privileged account", () => {
     const results = await runAll(plainHuman, plainMachine);
     assert.deepEqual(
       results,
-      operations.map((op) => [op.name, op.allowed, op.allowed < 300 ? undefined : 5]),
+      operations.map((op) => [op.name, op.allowed, op.allowed < 300 ? undefined : (op.code ?? 5)]),
     );
   });
 

@@ -83,6 +83,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly notifications = new Counter<"result">({
+    name: "platform_notification_messages_total",
+    help: "Attempts of this process to send a notification message, by result: sent, retry (failed, tried again later), failed (given up)",
+    labelNames: ["result"],
+    registers: [this.registry],
+  });
+
   readonly deliveryLag = new Histogram({
     name: "platform_outbox_delivery_lag_seconds",
     help: "Time from an event's append to its delivery to a target (delivered by this process)",

@@ -10,7 +10,7 @@ import type { OutboundPolicy } from "../net/outbound.ts";
 import { activeProvider, type ProviderRow, providerSecretContext } from "../query/notification-providers.ts";
 import type { Queryable } from "../storage/database.ts";
 import { type SmsMessage, sendSms } from "./sms.ts";
-import { type EmailMessage, sendEmail } from "./smtp.ts";
+import { type EmailMessage, openSmtp, type SmtpSession, sendEmail } from "./smtp.ts";
 
 /** Bound of each phase of a delivery (connect, greeting, inactivity; the whole HTTP call). */
 export const SEND_TIMEOUT_MS = 10_000;
@@ -56,6 +56,19 @@ export class NotificationSender {
       timeoutMs: this.timeoutMs,
       ca: this.options.smtpCa,
     });
+  }
+
+  /**
+   * A transport of the provider `row` keeping up to `connections` connections open for the messages
+   * sent through it until it is closed; its password is unsealed now and dropped with it.
+   */
+  emailSession(instanceId: string, row: ProviderRow, connections: number): SmtpSession {
+    return openSmtp(
+      row.config as SmtpConfig,
+      this.secretOf(instanceId, row, SECRET.password),
+      { guard: this.options.outbound.guard("instance"), timeoutMs: this.timeoutMs, ca: this.options.smtpCa },
+      connections,
+    );
   }
 
   /** One SMS through the provider `row`; rejects with an SmsSendError. */

@@ -58,10 +58,40 @@ export async function sendEmail(
   message: EmailMessage,
   options: SmtpOptions,
 ): Promise<{ response: string; messageId: string }> {
+  const session = openSmtp(config, password, options);
+  try {
+    return await session.send(message);
+  } finally {
+    session.close();
+  }
+}
+
+/** Messages sent through one provider by one transport (./smtp.ts `openSmtp`); closed by its user. */
+export interface SmtpSession {
+  /** Resolves with the server's final answer, rejects with an SmtpSendError. */
+  send(message: EmailMessage): Promise<{ response: string; messageId: string }>;
+  close(): void;
+}
+
+/**
+ * A transport of the provider: one connection per message, or with `pool` up to that many connections,
+ * each carrying message after message (the outbox worker sends a claimed batch so: no connection set-up,
+ * TLS and AUTH per message). Every connection is opened by the guard.
+ */
+export function openSmtp(
+  config: SmtpConfig,
+  password: string | undefined,
+  options: SmtpOptions,
+  pool?: number,
+): SmtpSession {
   const address = parseHostPort(config.host);
-  if (!address) throw new SmtpSendError(`host "${config.host}" is not host:port`);
+  if (!address) {
+    const refusal = new SmtpSendError(`host "${config.host}" is not host:port`);
+    return { send: () => Promise.reject(refusal), close: () => {} };
+  }
   const implicit = config.tls && address.port === IMPLICIT_TLS_PORT;
   const transport = createTransport({
+    ...(pool ? { pool: true as const, maxConnections: pool, maxMessages: Number.POSITIVE_INFINITY } : {}),
     host: address.host,
     port: address.port,
     secure: implicit,
@@ -93,23 +123,26 @@ export async function sendEmail(
       socket.once("error", onError);
     },
   });
-  try {
-    const from = config.sender_name
-      ? { name: config.sender_name, address: config.sender_address }
-      : config.sender_address;
-    const info = await transport.sendMail({
-      from,
-      replyTo: config.reply_to_address,
-      to: message.to,
-      subject: message.subject,
-      text: message.text,
-      html: message.html,
-    });
-    return { response: info.response, messageId: info.messageId };
-  } catch (error) {
-    const e = error as Error & { response?: string; code?: string };
-    throw new SmtpSendError(e.message, e.response, e.code);
-  } finally {
-    transport.close();
-  }
+  const from = config.sender_name
+    ? { name: config.sender_name, address: config.sender_address }
+    : config.sender_address;
+  return {
+    async send(message) {
+      try {
+        const info = await transport.sendMail({
+          from,
+          replyTo: config.reply_to_address,
+          to: message.to,
+          subject: message.subject,
+          text: message.text,
+          html: message.html,
+        });
+        return { response: info.response, messageId: info.messageId };
+      } catch (error) {
+        const e = error as Error & { response?: string; code?: string };
+        throw new SmtpSendError(e.message, e.response, e.code);
+      }
+    },
+    close: () => transport.close(),
+  };
 }

@@ -3,6 +3,7 @@ import type { Authorizer } from "../auth/authorize.ts";
 import type { Config } from "../config.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
+import type { NotificationDelivery } from "../notifications/delivery.ts";
 import type { NotificationSender } from "../notifications/sender.ts";
 import type { SigningKeys } from "../oidc/keys.ts";
 import type { FeatureGate } from "../query/features.ts";
@@ -27,6 +28,8 @@ export interface ServiceDeps {
   signingKeys: SigningKeys;
   /** Sends e-mail and SMS through the instances' notification providers. */
   notifications: NotificationSender;
+  /** The notification outbox: messages queued with their event, sent by a worker (docs/notifications.md). */
+  messages?: NotificationDelivery;
   /** Proves control of org domains (default: HTTP file or DNS TXT over the network). */
   domainVerifier?: DomainVerifier;
 }

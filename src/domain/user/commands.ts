@@ -2,6 +2,7 @@ import { FailedPreconditionError, NotFoundError } from "../../errors.ts";
 import type { NewEvent, StoredEvent } from "../../eventstore/types.ts";
 import {
   AccessTokenType,
+  type CodeAddedPayload,
   type HumanAddedPayload,
   type IdpLinkAddedPayload,
   type ImpersonatedPayload,
@@ -90,9 +91,21 @@ export interface UserAggregate {
   hasSecret: boolean;
   /** Links to external identities, by identity provider ID. */
   idpLinks: Map<string, { externalUserId: string; externalUsername: string }>;
+  /** The open codes: of the e-mail address, of the phone, to set a password with (./codes.ts). */
+  codes: { email?: OpenCode; phone?: OpenCode; password?: OpenCode };
+  /** When the user's last verification codes were made (the newest few): the rate limit. */
+  codeTimes: Date[];
   /** Sequence and time of the last event. */
   sequence: number;
   changeDate: Date;
+}
+
+/** A verification code not used yet: its hash, end of validity, the address it proves, wrong tries. */
+export interface OpenCode {
+  hash: string;
+  expiresAt: Date;
+  target: string;
+  failures: number;
 }
 
 /** Folds a user's events; undefined when the user does not exist (never added, or removed). */
@@ -132,6 +145,8 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           keys: new Set(),
           hasSecret: false,
           idpLinks: new Map(),
+          codes: {},
+          codeTimes: [],
           sequence: e.sequence,
           changeDate: e.createdAt,
         };
@@ -155,6 +170,12 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           "preferred_language",
         ] as const)
           if (key in c) (user.profile as Record<string, unknown>)[key] = c[key];
+        // a code proves the address it was made for: a new address voids it
+        if (c.email !== undefined && c.email !== user.email) {
+          user.codes.email = undefined;
+          user.codes.password = undefined; // it was sent to the old address
+        }
+        if (c.phone !== undefined && c.phone !== user.phone) user.codes.phone = undefined;
         if (c.email !== undefined) user.email = c.email;
         if (c.email_verified !== undefined) user.emailVerified = c.email_verified;
         if (c.phone !== undefined) user.phone = c.phone;
@@ -167,7 +188,49 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
       case UserEvent.usernameChanged:
         user.username = String(p.username);
         break;
+      case UserEvent.emailCodeAdded:
+      case UserEvent.phoneCodeAdded:
+      case UserEvent.passwordCodeAdded: {
+        const c = p as unknown as CodeAddedPayload;
+        const channel =
+          e.type === UserEvent.emailCodeAdded
+            ? "email"
+            : e.type === UserEvent.phoneCodeAdded
+              ? "phone"
+              : "password";
+        user.codes[channel] = {
+          hash: c.code_hash,
+          expiresAt: new Date(c.expires_at),
+          target: c.target,
+          failures: 0,
+        };
+        user.codeTimes = [...user.codeTimes.slice(-9), e.createdAt];
+        break;
+      }
+      case UserEvent.emailCodeCheckFailed:
+      case UserEvent.phoneCodeCheckFailed:
+      case UserEvent.passwordCodeCheckFailed: {
+        const code =
+          user.codes[
+            e.type === UserEvent.emailCodeCheckFailed
+              ? "email"
+              : e.type === UserEvent.phoneCodeCheckFailed
+                ? "phone"
+                : "password"
+          ];
+        if (code) code.failures++;
+        break;
+      }
+      case UserEvent.emailVerified:
+        user.emailVerified = true;
+        user.codes.email = undefined;
+        break;
+      case UserEvent.phoneVerified:
+        user.phoneVerified = true;
+        user.codes.phone = undefined;
+        break;
       case UserEvent.passwordChanged:
+        user.codes.password = undefined; // a new password uses up (or voids) the password code
         user.passwordHash = String(p.password_hash);
         user.passwordChangeRequired = p.change_required === true;
         user.passwordLockedUntil = undefined;

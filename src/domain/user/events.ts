@@ -29,8 +29,44 @@ export const UserEvent = {
   idpLinkAdded: "user.idp.link.added",
   /** The link to an external identity was removed. */
   idpLinkRemoved: "user.idp.link.removed",
+  /** A verification code for the e-mail address was made (its keyed hash, never the code; docs/notifications.md). */
+  emailCodeAdded: "user.human.email.code.added",
+  /** A wrong code was given for the e-mail address (5 invalidate the code). */
+  emailCodeCheckFailed: "user.human.email.code.check.failed",
+  /** The e-mail address was proven with its code. */
+  emailVerified: "user.human.email.verified",
+  /** A verification code for the phone number was made. */
+  phoneCodeAdded: "user.human.phone.code.added",
+  /** A wrong code was given for the phone number (5 invalidate the code). */
+  phoneCodeCheckFailed: "user.human.phone.code.check.failed",
+  /** The phone number was proven with its code. */
+  phoneVerified: "user.human.phone.verified",
+  /** A code to set a password with was made (a reset, or an invitation; never the code). */
+  passwordCodeAdded: "user.human.password.code.added",
+  /** A wrong password code was given (5 invalidate the code). */
+  passwordCodeCheckFailed: "user.human.password.code.check.failed",
   removed: "user.removed",
 } as const;
+
+/** `user.human.email.code.added`, `user.human.phone.code.added`. */
+export interface CodeAddedPayload {
+  /** HMAC-SHA256 of the code under a key derived from the master key (src/domain/user/codes.ts). */
+  code_hash: string;
+  /** RFC 3339: the code is refused after it. */
+  expires_at: string;
+  /** The address or number the code proves. */
+  target: string;
+  /** Whether a message carries the code (false: the caller got it with `return_code`). */
+  sent: boolean;
+  /** Password codes: what for (`reset`: a forgotten password; `invite`: the first one). */
+  reason?: "reset" | "invite";
+}
+
+/** `user.human.email.verified`, `user.human.phone.verified`. */
+export interface VerifiedPayload {
+  /** The address or number proven. */
+  target: string;
+}
 
 export const UserType = { human: 1, machine: 2 } as const;
 export const UserState = { active: 1, inactive: 2, locked: 3 } as const;

@@ -126,6 +126,13 @@ export const usersProjection: Projection = {
         ],
       );
     },
+    // the codes themselves live in the aggregate (src/domain/user/codes.ts); the row keeps its version
+    [UserEvent.emailCodeAdded]: (tx, e) => touch(tx, e),
+    [UserEvent.emailCodeCheckFailed]: (tx, e) => touch(tx, e),
+    [UserEvent.emailVerified]: (tx, e) => touch(tx, e, { email_verified: true }),
+    [UserEvent.phoneCodeAdded]: (tx, e) => touch(tx, e),
+    [UserEvent.phoneCodeCheckFailed]: (tx, e) => touch(tx, e),
+    [UserEvent.phoneVerified]: (tx, e) => touch(tx, e, { phone_verified: true }),
     [UserEvent.changed]: async (tx, e) => {
       const p = e.payload as UserChangedPayload;
       const set: Record<string, unknown> = {};

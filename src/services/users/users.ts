@@ -54,6 +54,7 @@ import { search, TextMethod, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
+import { codeRpcs } from "./codes.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -247,7 +248,9 @@ export function usersService(deps: ServiceDeps) {
     }
   }
 
+  const codes = codeRpcs(deps, userCall, onUser);
   return apiService(PlatformUsers, {
+    ...codes.rpcs,
     async createUser(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
       if (call.context.type === "system")
@@ -311,10 +314,15 @@ export function usersService(deps: ServiceDeps) {
       const problem =
         username !== undefined && row.type === UserType.machine && machineUsernameProblem(username);
       if (problem) throw new InvalidArgumentError(problem, "user.username");
-      const details = await onUser(call, req.id, (user) => [
-        ...(username === undefined ? [] : changeUsernameEvent(user, username)),
-        ...changeUserEvents(user, change),
-      ]);
+      const details = await onUser(call, req.id, async (user, tx) => {
+        const events = [
+          ...(username === undefined ? [] : changeUsernameEvent(user, username)),
+          ...changeUserEvents(user, change),
+        ];
+        // an address changed without is_verified: true is unverified and gets a code to prove it
+        const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+        return [...events, ...(await codes.codesOnChange(tx, instanceId, user, events))];
+      });
       return { details };
     },
 
@@ -401,7 +409,11 @@ export function usersService(deps: ServiceDeps) {
       const input = req.password!;
       checkPasswordPolicy(input.password, deps.config.passwordMinLength, "password.password");
       const isSelf = call.caller.kind === "user" && call.caller.userId === req.id;
-      if (input.currentPassword !== undefined || (isSelf && row.password_set)) {
+      const code = input.verificationCode;
+      if (code !== undefined && input.currentPassword !== undefined)
+        throw new InvalidArgumentError("give either current_password or verification_code", "password");
+      if (code === "") throw new InvalidArgumentError("must not be empty", "password.verification_code");
+      if (code === undefined && (input.currentPassword !== undefined || (isSelf && row.password_set))) {
         if (!input.currentPassword)
           throw new InvalidArgumentError("is required", "password.current_password");
         const current = await deps.db.query<{ password_hash: string | null }>(
@@ -413,9 +425,21 @@ export function usersService(deps: ServiceDeps) {
           throw new InvalidArgumentError("is not the current password", "password.current_password");
       }
       const passwordHash = await hashPassword(input.password);
-      const details = await onUser(call, req.id, (user) =>
-        setPasswordEvents(user, passwordHash, input.changeRequired),
-      );
+      let refused: InvalidArgumentError | undefined;
+      const details = await onUser(call, req.id, (user) => {
+        refused = undefined;
+        if (code !== undefined) {
+          // the code (RequestPasswordReset, InviteUser) stands for the current password
+          const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+          const checked = codes.checkPasswordCode(instanceId, user, code);
+          if (!checked.ok) {
+            refused = checked.error;
+            return checked.events; // the wrong try is counted, nothing else changes
+          }
+        }
+        return setPasswordEvents(user, passwordHash, input.changeRequired);
+      });
+      if (refused) throw refused;
       return { details };
     },
 
