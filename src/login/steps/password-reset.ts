@@ -11,8 +11,8 @@
  *
  * The request never tells whether the name exists: every name gets the same page at once, and the work
  * (the lookup, then the code and its PASSWORD_RESET message through the users API's command, in the
- * transaction of the code's event) runs after the answer, so neither the page nor its timing depends on
- * the name; an unknown name, a user without an e-mail address or beyond the per-user code limit only
+ * transaction of the code's event) starts once the answer is sent, so neither the page nor its timing
+ * depends on the name; an unknown name, a user without an e-mail address or beyond the per-user code limit only
  * leave no message. What the page does tell is whether e-mail can be sent at all (an instance matter):
  * with no active SMTP provider it says the e-mail could not be sent. The login setting
  * `hide_password_reset` removes the request (the link's page still works: the API can send codes).
@@ -138,15 +138,19 @@ export function passwordResetStep(ui: FastifyInstance, kit: StepKit): void {
 
     const codes = codesOf(login);
     const canSend = await codes.providerActive(db, instanceId, "password");
-    const work = requestCode(login, request.log, instanceId, authRequest, loginName).finally(() =>
-      running.delete(work),
-    );
-    running.add(work);
     await login.authRequests.setUiState(authRequest, {
       page: SENT,
       values: { loginName, delivery: canSend ? "on" : "off" },
     });
     rememberSignIn(login, request, reply, authRequest);
+    // once the answer is out: its time must not depend on the name (on the embedded database the work's
+    // statements would otherwise run before the answer's, on its one connection)
+    reply.raw.once("close", () => {
+      const work = requestCode(login, request.log, instanceId, authRequest, loginName).finally(() =>
+        running.delete(work),
+      );
+      running.add(work);
+    });
     return reply.redirect(
       `${LOGIN_PATHS.passwordReset}/sent?authRequest=${encodeURIComponent(authRequest.id)}`,
       303,
