@@ -3,22 +3,25 @@
  * widths, written to docs/images/login-<page>-<scheme>-<phone|desktop>.png (shown in docs/login.md).
  * Runs a Platform in this process on a fresh embedded database and Debian's Chromium (CHROMIUM_PATH); the
  * pages of external identity providers (login-idp-*) come from a second Platform whose second instance is
- * the provider (test/idp-federation.ts).
+ * the provider (test/idp-federation.ts). The pages of e-mailed codes (reset, verification, invitation)
+ * open the links of messages a local SMTP server received (test/login-codes-walk.ts).
  */
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { startFederation } from "../test/idp-federation.ts";
-import { startLoginPlatform } from "../test/login.ts";
+import { addHuman, startLoginPlatform } from "../test/login.ts";
 import {
   addIdpWalkSetup,
   addWalkUsers,
   type IdpPageName,
   type LoginPageName,
   launchChromium,
+  PASSWORD,
   startClientApp,
   visitIdpPages,
   visitLoginPages,
 } from "../test/login-browser.ts";
+import { addWalkMail, type CodePageName, visitCodePages } from "../test/login-codes-walk.ts";
 
 const outDir = path.resolve(import.meta.dirname, "..", "docs", "images");
 const sizes = {
@@ -30,6 +33,14 @@ const platform = await startLoginPlatform();
 const client = await startClientApp();
 const federation = await startFederation(client);
 const browser = await launchChromium();
+const mail = await addWalkMail(platform);
+// a walk through the codes' pages per picture set: new people each time (at most 3 codes a minute each)
+const codePeople = [
+  { resetUser: "rosa", newUser: "nina", invitedUser: "olga" },
+  { resetUser: "sofia", newUser: "nora", invitedUser: "oskar" },
+  { resetUser: "tanja", newUser: "noemi", invitedUser: "otto" },
+  { resetUser: "ursula", newUser: "nadia", invitedUser: "olivia" },
+];
 try {
   await addWalkUsers(platform);
   await addIdpWalkSetup(federation);
@@ -43,7 +54,7 @@ try {
         locale: "en-US",
         timezoneId: "Europe/Zurich",
       };
-      const shoot = async (name: LoginPageName | IdpPageName, page: Page) => {
+      const shoot = async (name: LoginPageName | IdpPageName | CodePageName, page: Page) => {
         // no text cursor blinking into the picture
         await page.evaluate("document.activeElement && document.activeElement.blur()");
         const file = path.join(outDir, `login-${name}-${colorScheme}-${size}.png`);
@@ -52,11 +63,15 @@ try {
       };
       await visitLoginPages(platform, client, browser, options, shoot);
       await visitIdpPages(federation, browser, options, shoot);
+      const people = codePeople.shift()!;
+      await addHuman(platform, people.resetUser, PASSWORD);
+      await visitCodePages(platform, client, browser, mail, people, options, shoot);
     }
   }
   console.log(`wrote ${written.length} screenshots to ${path.relative(process.cwd(), outDir)}`);
 } finally {
   await browser.close();
+  await mail.close();
   await client.close();
   await federation.platform.stop();
   await platform.stop();

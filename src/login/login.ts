@@ -12,6 +12,7 @@ import { LOGIN, type LOGIN_FLAGS, loginDefaults } from "../domain/settings/login
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
+import type { NotificationDelivery } from "../notifications/delivery.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import { resolveSetting } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
@@ -39,6 +40,8 @@ export interface LoginDeps {
   masterKey?: Buffer;
   /** Where requests to identity providers may go (src/net/outbound.ts). */
   outbound: OutboundPolicy;
+  /** The notification outbox: the codes of the reset, verification and invitation pages are queued here. */
+  messages?: NotificationDelivery;
 }
 
 export interface LoginOptions {

@@ -24,6 +24,13 @@
  *   POST /ui/login/idp/register
  *   GET  /ui/login/password-change    a new password, when the password must be changed
  *   POST /ui/login/password-change    rate-limited like the password
+ *   GET  /ui/login/password-reset     "Forgot password?": the login name; with userID and code (the
+ *   POST /ui/login/password-reset     e-mail's link) a new password with the code (password-reset; also
+ *   POST /ui/login/password-reset/set  /sent and /done)
+ *   GET  /ui/login/verify-email       the e-mail code after registration or from its link; a new code
+ *   POST /ui/login/verify-email       (verify-email; also /resend and /done)
+ *   GET  /ui/login/invite             an invitation's link: the first password with the code, then signed
+ *   POST /ui/login/invite             in (invite)
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions (signout)
  *   GET  /ui/login/signedout          "You are signed out" (signout)
@@ -55,13 +62,16 @@ import { idpCallbackStep } from "./idp/callback.ts";
 import { idpLinkStep } from "./idp/link.ts";
 import { idpRegisterStep } from "./idp/register.ts";
 import { idpStartStep } from "./idp/start.ts";
+import { inviteStep } from "./invite.ts";
 import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
 import { loginNameStep } from "./loginname.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
+import { passwordResetStep } from "./password-reset.ts";
 import { registerStep } from "./register.ts";
 import { selectStep } from "./select.ts";
 import { signOutStep } from "./signout.ts";
+import { verifyEmailStep } from "./verify-email.ts";
 
 /** A step: registers its routes in the login UI's scope (prefix /ui, so its paths start with /login). */
 export type Step = (ui: FastifyInstance, kit: StepKit) => void;
@@ -78,6 +88,9 @@ const STEPS: readonly Step[] = [
   idpLinkStep,
   idpRegisterStep,
   passwordChangeStep,
+  passwordResetStep,
+  verifyEmailStep,
+  inviteStep,
   completeStep,
   signOutStep,
   accountProfileStep,

@@ -41,10 +41,13 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
     if (!account) return reply.redirect(stepUrl("loginname", authRequest.id), 302);
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
+    const hideReset = await login.loginFlag(authRequest.instanceId, authRequest.orgId, "hide_password_reset");
     return sendPage(reply, context, PAGE, {
       title: t("password.title"),
       account,
       reauth,
+      // "Forgot password?" unless the login setting hides it for the sign-in's organization (or instance)
+      resetUrl: hideReset ? undefined : stepUrl("password-reset", authRequest.id),
       error: errorOn(authRequest, PAGE).error,
       otherAccountUrl: stepUrl("loginname", authRequest.id),
     });

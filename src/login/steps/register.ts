@@ -1,14 +1,16 @@
 /**
  * GET, POST /ui/login/register: registration ("Create an account", prompt=create) when the instance or the
  * requested organization allows it; rate-limited per IP. The new user joins the requested organization,
- * else the instance's default one, and is signed in. The form's fields and checks serve the registration
+ * else the instance's default one, is signed in, and is sent a code for the e-mail address (VERIFY_EMAIL)
+ * whose page (./verify-email.ts) comes next. The form's fields and checks serve the registration
  * after an identity provider too (./idp/register.ts).
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { hashPassword } from "../../crypto/password.ts";
 import { holdOrg } from "../../domain/org/locks.ts";
 import { createSession } from "../../domain/session/commands.ts";
-import { addHumanEvent } from "../../domain/user/commands.ts";
+import { addHumanEvent, foldUser } from "../../domain/user/commands.ts";
+import { USER } from "../../domain/user/events.ts";
 import { passwordPolicyGaps, passwordRequirements } from "../../domain/user/password.ts";
 import { usernameProblem } from "../../domain/user/username.ts";
 import { AlreadyExistsError } from "../../errors.ts";
@@ -17,6 +19,7 @@ import type { AuthRequest, UiState } from "../auth-requests.ts";
 import type { Translator } from "../i18n.ts";
 import type { Login } from "../login.ts";
 import { renderFragment, sendPage } from "../render.ts";
+import { codesOf } from "./code-kit.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
 /** Its template, ../templates/register.eta, and the `ui_state.page` of its errors. */
@@ -123,9 +126,34 @@ export function registerStep(ui: FastifyInstance, kit: StepKit): void {
       login.policy,
     );
     await login.authRequests.attachSession(authRequest, created.sessionId);
-    await login.authRequests.setUiState(authRequest, {});
-    return reply.redirect(stepUrl("complete", authRequest.id), 303);
+    // the address is unverified: its code goes out as when the users API sets an unverified address
+    const notice = await sendRegistrationCode(login, instanceId, userId, values.email);
+    await login.authRequests.setUiState(authRequest, { page: "verify-email", values: { notice } });
+    return reply.redirect(stepUrl("verify-email", authRequest.id), 303);
   });
+}
+
+/**
+ * The new user's VERIFY_EMAIL code, through the users API's path for an address set unverified
+ * (`codesForUnverified`: a code when an SMTP provider is active, queued in the transaction of its event).
+ * "sent", or "off" when no provider is active (nothing could be sent).
+ */
+async function sendRegistrationCode(
+  login: Login,
+  instanceId: string,
+  userId: string,
+  email: string,
+): Promise<"sent" | "off"> {
+  const codes = codesOf(login);
+  let sent = false;
+  await login.deps.eventStore.push({ instanceId, creator: userId }, async (tx) => {
+    const user = foldUser(await tx.load(USER, userId));
+    if (!user) return [];
+    const events = await codes.codesForUnverified(tx, instanceId, user, { email });
+    sent = events.length > 0;
+    return events;
+  });
+  return sent ? "sent" : "off";
 }
 
 /** The organization new users join: the requested one, else the instance's default. */

@@ -321,7 +321,7 @@ export function usersService(deps: ServiceDeps) {
         ];
         // an address changed without is_verified: true is unverified and gets a code to prove it
         const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-        return [...events, ...(await codes.codesOnChange(tx, instanceId, user, events))];
+        return [...events, ...(await codes.codes.codesOnChange(tx, instanceId, user, events))];
       });
       return { details };
     },
@@ -431,7 +431,7 @@ export function usersService(deps: ServiceDeps) {
         if (code !== undefined) {
           // the code (RequestPasswordReset, InviteUser) stands for the current password
           const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-          const checked = codes.checkPasswordCode(instanceId, user, code);
+          const checked = codes.codes.checkPasswordCode(instanceId, user, code);
           if (!checked.ok) {
             refused = checked.error;
             return checked.events; // the wrong try is counted, nothing else changes

@@ -1,0 +1,219 @@
+/**
+ * The decisions of the user operations with one-time codes, shared by the users API (./codes.ts) and the
+ * login UI's pages (src/login/steps/password-reset.ts, verify-email.ts, invite.ts), so a code made or
+ * checked through either is the same command: its event and its outbox row in one transaction, the per-user
+ * rate limit and the counted wrong tries decided under the user aggregate's optimistic lock.
+ */
+import {
+  addCodeEvent,
+  type CodeChannel,
+  checkCode,
+  codeHash,
+  MAX_CODES_PER_WINDOW,
+  newCode,
+  RATE_WINDOW_MS,
+} from "../../domain/user/codes.ts";
+import { requireHuman, setPasswordEvents, type UserAggregate } from "../../domain/user/commands.ts";
+import { UserEvent } from "../../domain/user/events.ts";
+import { FailedPreconditionError, InternalError, type InvalidArgumentError } from "../../errors.ts";
+import type { CommandTx, NewEvent } from "../../eventstore/types.ts";
+import type { NotificationDelivery } from "../../notifications/delivery.ts";
+import { activeProvider } from "../../query/notification-providers.ts";
+import type { Queryable } from "../../storage/database.ts";
+
+export interface CodeDeps {
+  config: { notification: { codeTtlSeconds: number } };
+  masterKey: Buffer;
+  messages?: NotificationDelivery;
+}
+
+export type CodeMessage = "VERIFY_EMAIL" | "VERIFY_PHONE" | "PASSWORD_RESET" | "INIT";
+const MESSAGE = { email: "VERIFY_EMAIL", phone: "VERIFY_PHONE" } as const;
+const NAME = { email: "e-mail address", phone: "phone number" } as const;
+const REASON_MESSAGE = { reset: "PASSWORD_RESET", invite: "INIT" } as const;
+const PROVIDER = { email: "smtp", phone: "sms", password: "smtp" } as const;
+
+/** A made code: its event (to append) and the code in clear (answered only with `returnCode`). */
+export interface MadeCode {
+  event: NewEvent;
+  code: string;
+}
+
+export class UserCodes {
+  constructor(private readonly deps: CodeDeps) {}
+
+  /** The stored form of a code of `channel` for the user (HMAC under the master key, ../../domain/user/codes.ts). */
+  hashOf(instanceId: string, userId: string, channel: CodeChannel) {
+    return (code: string, target: string) =>
+      codeHash(this.deps.masterKey, { instanceId, userId, channel, target }, code);
+  }
+
+  /** Whether a provider of the channel is active now: a message queued without one is recorded FAILED. */
+  async providerActive(db: Queryable, instanceId: string, channel: CodeChannel): Promise<boolean> {
+    return (await activeProvider(db, instanceId, PROVIDER[channel])) !== undefined;
+  }
+
+  /** A new code of `channel` for `user` (its event), queued in a `type` message unless `returnCode`. */
+  async makeCode(
+    tx: CommandTx,
+    instanceId: string,
+    user: UserAggregate,
+    channel: CodeChannel,
+    target: string,
+    returnCode: boolean,
+    type: CodeMessage,
+    reason?: "reset" | "invite",
+  ): Promise<MadeCode> {
+    const messages = this.deps.messages;
+    if (!messages) throw new InternalError("notification delivery is not set up");
+    const code = newCode(channel);
+    const ttl = this.deps.config.notification.codeTtlSeconds;
+    const event = addCodeEvent(user, channel, {
+      code_hash: this.hashOf(instanceId, user.id, channel)(code, target),
+      expires_at: new Date(Date.now() + ttl * 1000).toISOString(),
+      target,
+      sent: !returnCode,
+      ...(reason ? { reason } : {}),
+    });
+    if (!returnCode)
+      await messages.queue(tx, {
+        instanceId,
+        userId: user.id,
+        type,
+        recipient: target,
+        language: user.profile.preferred_language ?? undefined,
+        origin: await messages.originOf(tx, instanceId),
+        code: { value: code, expiresIn: ttl },
+      });
+    return { event, code };
+  }
+
+  /** SendEmailCode / SendPhoneCode: a code for the user's address of `channel` (FAILED_PRECONDITION without). */
+  async channelCode(
+    tx: CommandTx,
+    instanceId: string,
+    user: UserAggregate,
+    channel: "email" | "phone",
+    returnCode: boolean,
+  ): Promise<MadeCode> {
+    requireHuman(user, "verification codes");
+    const target = channel === "email" ? user.email : user.phone;
+    if (!target) throw new FailedPreconditionError(`the user has no ${NAME[channel]}`);
+    return this.makeCode(tx, instanceId, user, channel, target, returnCode, MESSAGE[channel]);
+  }
+
+  /**
+   * RequestPasswordReset / InviteUser: a password code by e-mail, a reset (PASSWORD_RESET) or an
+   * invitation (INIT, only for a user without a password).
+   */
+  async passwordCode(
+    tx: CommandTx,
+    instanceId: string,
+    user: UserAggregate,
+    reason: "reset" | "invite",
+    returnCode: boolean,
+  ): Promise<MadeCode> {
+    requireHuman(user, "passwords");
+    if (!user.email) throw new FailedPreconditionError("the user has no e-mail address");
+    if (reason === "invite" && user.passwordHash)
+      throw new FailedPreconditionError("the user has a password: request a password reset instead");
+    return this.makeCode(
+      tx,
+      instanceId,
+      user,
+      "password",
+      user.email,
+      returnCode,
+      REASON_MESSAGE[reason],
+      reason,
+    );
+  }
+
+  /**
+   * VerifyEmail / VerifyPhone: the verified event when `code` matches; else the counted wrong try (to append
+   * before the refusal is answered) and the error.
+   */
+  verifyChannel(
+    instanceId: string,
+    user: UserAggregate,
+    channel: "email" | "phone",
+    code: string,
+  ): { ok: true; events: NewEvent[] } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
+    requireHuman(user, "verification codes");
+    const checked = checkCode(user, channel, code, this.hashOf(instanceId, user.id, channel));
+    if ("verified" in checked) return { ok: true, events: checked.verified };
+    return { ok: false, events: checked.failed ? [checked.failed] : [], error: checked.error };
+  }
+
+  /**
+   * For SetPassword with a `verification_code`: checks the user's password code, in the command, so the
+   * check and the change it allows are one decision. When it does not match: the events to append (the
+   * counted wrong try) and the error to answer after them.
+   */
+  checkPasswordCode(
+    instanceId: string,
+    user: UserAggregate,
+    code: string,
+  ): { ok: true } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
+    const checked = checkCode(user, "password", code, this.hashOf(instanceId, user.id, "password"));
+    if ("verified" in checked) return { ok: true };
+    return { ok: false, events: checked.failed ? [checked.failed] : [], error: checked.error };
+  }
+
+  /** SetPassword with a code: the change when the code matches (it uses the code up), else the wrong try. */
+  setPasswordWithCode(
+    instanceId: string,
+    user: UserAggregate,
+    code: string,
+    passwordHash: string,
+    changeRequired = false,
+  ): { ok: true; events: NewEvent[] } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
+    const checked = this.checkPasswordCode(instanceId, user, code);
+    if (!checked.ok) return checked;
+    return { ok: true, events: setPasswordEvents(user, passwordHash, changeRequired) };
+  }
+
+  /**
+   * The codes a change of the user sends: a changed e-mail address or phone number left unverified gets a
+   * code when a provider of its channel is active (not beyond the rate limit: the change itself goes on).
+   * `events` are the change's events, `user` the aggregate before them.
+   */
+  async codesOnChange(
+    tx: CommandTx,
+    instanceId: string,
+    user: UserAggregate,
+    events: NewEvent[],
+  ): Promise<NewEvent[]> {
+    const changed = events.find((e) => e.type === UserEvent.changed)?.payload as
+      | { email?: string; email_verified?: boolean; phone?: string | null; phone_verified?: boolean }
+      | undefined;
+    if (!changed) return [];
+    return this.codesForUnverified(tx, instanceId, user, {
+      email: changed.email_verified === false ? changed.email : undefined,
+      phone: changed.phone_verified === false ? (changed.phone ?? undefined) : undefined,
+    });
+  }
+
+  /**
+   * A code for each unverified address given (the user's new e-mail address or phone number), sent when a
+   * provider of its channel is active, within the rate limit. `user` is the aggregate before the change.
+   */
+  async codesForUnverified(
+    tx: CommandTx,
+    instanceId: string,
+    user: UserAggregate,
+    unverified: { email?: string; phone?: string },
+  ): Promise<NewEvent[]> {
+    const recent = user.codeTimes.filter((t) => Date.now() - t.getTime() < RATE_WINDOW_MS).length;
+    const out: NewEvent[] = [];
+    for (const channel of ["email", "phone"] as const) {
+      const target = unverified[channel];
+      if (!target || recent + out.length >= MAX_CODES_PER_WINDOW) continue;
+      if (!(await this.providerActive(tx, instanceId, channel))) continue;
+      // the code proves the new address: the aggregate as it is after the change
+      const after = { ...user, [channel]: target, codeTimes: user.codeTimes };
+      out.push((await this.makeCode(tx, instanceId, after, channel, target, false, MESSAGE[channel])).event);
+    }
+    return out;
+  }
+}
