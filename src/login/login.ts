@@ -263,7 +263,7 @@ export class Login {
     return sendPage(
       reply,
       context,
-      "message",
+      "templates/message",
       {
         title: t(signout ? "error.signOutTitle" : "error.title"),
         message: t(

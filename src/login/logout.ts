@@ -87,7 +87,7 @@ export async function sendLogoutRefused(
   return sendPage(
     reply,
     context,
-    "message",
+    "templates/message",
     {
       title: t("error.signOutTitle"),
       message: t("error.csrf"),

@@ -1,6 +1,7 @@
 /**
- * Rendering of the login UI's pages: eta templates (./templates, autoEscape: every `<%= %>` is
- * HTML-escaped; `<%~ %>` is used only for other templates' output and the one constant script), the
+ * Rendering of the login UI's pages: eta templates (each step's page beside its module in ./steps, the
+ * layout and shared parts in ./templates; names are paths relative to this directory; autoEscape: every
+ * `<%= %>` is HTML-escaped; `<%~ %>` is used only for other templates' output and the one constant script), the
  * stylesheet as a static asset with its content hash in the URL, and each page's Content-Security-Policy.
  *
  * Page CSP: `default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self' <client>;
@@ -18,7 +19,7 @@ import type { Translator } from "./i18n.ts";
 const here = import.meta.dirname;
 
 const eta = new Eta({
-  views: path.join(here, "templates"),
+  views: here,
   autoEscape: true,
   cache: true,
   autoTrim: [false, "nl"],
@@ -126,7 +127,7 @@ export function renderFormPost(
   action: string,
   fields: Record<string, string>,
 ): { html: string; contentSecurityPolicy: string } {
-  const html = renderHtml("form-post", context, {
+  const html = renderHtml("templates/form-post", context, {
     title: context.translator.t("formPost.title"),
     action,
     fields,

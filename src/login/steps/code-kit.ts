@@ -122,7 +122,7 @@ export function codePasswordFields(
     codeField(t, errors.code, code),
     passwordField(t, "password", "passwordChange.new", errors.password, {
       describedBy: ["password-policy"],
-      after: renderFragment("policy", { rules, t }),
+      after: renderFragment("templates/policy", { rules, t }),
     }),
     passwordField(t, "passwordConfirm", "passwordChange.confirm", errors.passwordConfirm),
   ];

@@ -20,7 +20,7 @@ import { type Body, errorOn, type Query, type StepKit, stepUrl } from "./kit.ts"
 import { setPasswordWithCode } from "./password-reset.ts";
 
 /** The template it shares with the reset's link (../templates/code-password.eta); its `ui_state.page`. */
-const TEMPLATE = "code-password";
+const TEMPLATE = "templates/code-password";
 const PAGE = "invite";
 const PATH = LOGIN_PATHS.invite;
 

@@ -94,7 +94,7 @@ export class StepKit {
     return sendPage(
       reply,
       context,
-      "message",
+      "templates/message",
       {
         title: t(options.title),
         message: t(options.message, options.values),

@@ -14,6 +14,7 @@ import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./
 
 /** Its template, ../templates/loginname.eta, and the `ui_state.page` of its errors. */
 const PAGE = "loginname";
+const TEMPLATE = "steps/loginname";
 
 export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -30,7 +31,7 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
     const state = errorOn(authRequest, PAGE);
     const allowRegister = await login.allowRegister(login.instanceId(request), authRequest?.orgId);
     const idpButtons = await kit.idps.buttons(request, authRequest);
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("loginname.title"),
       error: state.error,
       loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",

@@ -23,6 +23,7 @@ import { type Body, entryUrl, field, type Query, type StepKit, stepUrl } from ".
 
 /** Its template, ../templates/password-change.eta, and the `ui_state.page` of its errors. */
 const PAGE = "password-change";
+const TEMPLATE = "steps/password-change";
 
 export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -71,7 +72,7 @@ export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
     const list: Record<string, unknown>[] = [
       make("password", "passwordChange.new", {
         describedBy: ["password-policy"],
-        after: renderFragment("policy", { rules, t }),
+        after: renderFragment("templates/policy", { rules, t }),
       }),
       make("passwordConfirm", "passwordChange.confirm"),
     ];
@@ -88,7 +89,7 @@ export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const state = authRequest.uiState.page === PAGE ? authRequest.uiState : {};
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("passwordChange.title"),
       account: {
         displayName: session.displayName,

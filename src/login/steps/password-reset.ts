@@ -46,7 +46,8 @@ import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./
 /** The request's template (../templates/password-reset.eta) and `ui_state.page`. */
 const PAGE = "password-reset";
 /** The link page's template (shared with the invitation) and its `ui_state.page`. */
-const SET_TEMPLATE = "code-password";
+const SET_TEMPLATE = "templates/code-password";
+const TEMPLATE = "steps/password-reset";
 const SET_PAGE = "password-reset-set";
 /** `ui_state.page` of the outcomes the 303s lead to. */
 const SENT = "password-reset-sent";
@@ -102,7 +103,7 @@ export function passwordResetStep(ui: FastifyInstance, kit: StepKit): void {
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const state = errorOn(authRequest, PAGE);
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("passwordReset.title"),
       error: state.error,
       loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",

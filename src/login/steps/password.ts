@@ -11,6 +11,7 @@ import { accountView, type Body, errorOn, field, type Query, type StepKit, stepU
 
 /** Its template, ../templates/password.eta, and the `ui_state.page` of its errors. */
 const PAGE = "password";
+const TEMPLATE = "steps/password";
 
 export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -42,7 +43,7 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const hideReset = await login.loginFlag(authRequest.instanceId, authRequest.orgId, "hide_password_reset");
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("password.title"),
       account,
       reauth,

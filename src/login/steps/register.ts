@@ -24,6 +24,7 @@ import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./
 
 /** Its template, ../templates/register.eta, and the `ui_state.page` of its errors. */
 const PAGE = "register";
+const TEMPLATE = "steps/register";
 
 export function registerStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -47,7 +48,7 @@ export function registerStep(ui: FastifyInstance, kit: StepKit): void {
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const state = errorOn(authRequest, PAGE);
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("register.title"),
       error: state.error,
       fields: registrationFields(kit, t, state),
@@ -240,5 +241,5 @@ function renderHtmlPolicy(t: Translator["t"], minLength: number): string {
   const rules = passwordRequirements.map((rule) =>
     rule === "length" ? t("policy.length", { min: minLength }) : t(`policy.${rule}`),
   );
-  return renderFragment("policy", { rules, t });
+  return renderFragment("templates/policy", { rules, t });
 }

@@ -9,6 +9,7 @@ import { accountView, type Body, field, type Query, type StepKit, stepUrl } from
 
 /** Its template, ../templates/select.eta. */
 const PAGE = "select";
+const TEMPLATE = "steps/select";
 
 export function selectStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -27,7 +28,7 @@ export function selectStep(ui: FastifyInstance, kit: StepKit): void {
     const ordered = step.step === "select" ? step.sessions : sessions;
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("select.title"),
       accounts: ordered.map(accountView),
       otherAccountUrl: stepUrl("loginname", authRequest.id),

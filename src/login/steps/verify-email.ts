@@ -28,6 +28,7 @@ import { type Body, entryUrl, errorOn, field, type Query, type StepKit, stepUrl 
 
 /** Its template, ../templates/verify-email.eta, and the `ui_state.page` of its errors and notices. */
 const PAGE = "verify-email";
+const TEMPLATE = "steps/verify-email";
 const DONE = "verify-email-done";
 const PATH = LOGIN_PATHS.verifyEmail;
 
@@ -70,7 +71,7 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
     const state = errorOn(authRequest, PAGE);
     const notice = NOTICES[state.values?.notice as CodeNotice];
     const email = session?.userId === userId ? session.email : undefined;
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("verifyEmail.title"),
       intro: email ? t("verifyEmail.introTo", { email }) : t("verifyEmail.intro"),
       notice: notice && !notice.alert ? t(notice.key) : undefined,

@@ -25,8 +25,8 @@ export { accountPasswordStep } from "./password.ts";
 export { accountProfileStep } from "./profile.ts";
 export { accountSessionsStep } from "./sessions.ts";
 
-/** Its template, ../../templates/account.eta. */
-const PAGE = "account";
+/** Its template, beside this module. */
+const TEMPLATE = "steps/account/account";
 
 /** The chosen account's user: what the forms show. */
 export interface AccountUser {
@@ -152,7 +152,7 @@ async function sendAccountPage(
   const password = formState("password");
   const linkState = formState("links");
   const sessionState = formState("sessions");
-  return sendPage(reply, context, PAGE, {
+  return sendPage(reply, context, TEMPLATE, {
     title: t("account.title"),
     session: current.id,
     current: { ...accountView(current), email: current.email },

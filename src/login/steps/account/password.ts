@@ -48,7 +48,7 @@ export function passwordFields(
       autocomplete: f.autocomplete,
       error,
       describedBy,
-      after: f.name === "newPassword" ? renderFragment("policy", { rules, t }) : undefined,
+      after: f.name === "newPassword" ? renderFragment("templates/policy", { rules, t }) : undefined,
     };
   });
   const focus = fields.find((f) => f.error);

@@ -133,7 +133,7 @@ export async function signIn(
   // that moves on by itself (and a link for browsers that do not) starts a new navigation.
   const context = await kit.pageFor(request, agent, authRequest);
   const { t } = context.translator;
-  return sendPage(reply, context, "message", {
+  return sendPage(reply, context, "templates/message", {
     title: t("idp.continueTitle"),
     message: t("idp.continueText"),
     alert: false,

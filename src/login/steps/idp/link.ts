@@ -16,6 +16,7 @@ import { failPage, intentOf, intentUrl } from "./kit.ts";
 
 /** Its template, ../../templates/idp-link.eta, and the `ui_state.page` of its errors. */
 const PAGE = "idp-link";
+const TEMPLATE = "steps/idp/link";
 
 export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -31,7 +32,7 @@ export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const state = authRequest.uiState.page === PAGE ? authRequest.uiState : {};
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("idp.linkTitle"),
       intro: t(proposed ? "idp.linkProposal" : "idp.linkIntro", {
         provider: idp.name,

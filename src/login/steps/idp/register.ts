@@ -14,6 +14,7 @@ import { back, failPage, intentOf, intentUrl, signIn } from "./kit.ts";
 
 /** Its template, ../../templates/idp-register.eta, and the `ui_state.page` of its errors. */
 export const PAGE = "idp-register";
+const TEMPLATE = "steps/idp/register";
 
 export function idpRegisterStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -35,7 +36,7 @@ export function idpRegisterStep(ui: FastifyInstance, kit: StepKit): void {
     const state: UiState =
       authRequest.uiState.page === PAGE ? authRequest.uiState : { values: valuesOf(intent.external!) };
     const readOnly = idp.options.isAutoCreation ? readOnlyFields(state.fieldErrors) : [];
-    return sendPage(reply, context, PAGE, {
+    return sendPage(reply, context, TEMPLATE, {
       title: t("register.title"),
       intro: t("idp.registerIntro", { provider: idp.name, instance: context.instanceName }),
       error: state.error,
