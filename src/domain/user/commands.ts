@@ -7,6 +7,7 @@ import {
   type IdpLinkAddedPayload,
   type ImpersonatedPayload,
   type MachineAddedPayload,
+  type PasswordCodeReason,
   type PatAddedPayload,
   USER,
   type UserChangedPayload,
@@ -106,6 +107,8 @@ export interface OpenCode {
   expiresAt: Date;
   target: string;
   failures: number;
+  /** Password codes: what the code is for (a code added without a reason is a reset's). */
+  reason?: PasswordCodeReason;
 }
 
 /** Folds a user's events; undefined when the user does not exist (never added, or removed). */
@@ -203,6 +206,7 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           expiresAt: new Date(c.expires_at),
           target: c.target,
           failures: 0,
+          ...(channel === "password" ? { reason: c.reason ?? "reset" } : {}),
         };
         user.codeTimes = [...user.codeTimes.slice(-9), e.createdAt];
         break;
