@@ -6,8 +6,7 @@
 import { createHmac, randomInt, timingSafeEqual } from "node:crypto";
 import { InvalidArgumentError, ResourceExhaustedError } from "../../errors.ts";
 import type { NewEvent } from "../../eventstore/types.ts";
-import type { OpenCode, UserAggregate } from "./commands.ts";
-import { userEvent } from "./commands.ts";
+import { type OpenCode, type UserAggregate, userEvent } from "./aggregate.ts";
 import { type CodeAddedPayload, type PasswordCodeReason, UserEvent } from "./events.ts";
 
 /**

@@ -13,15 +13,12 @@ import {
   addHumanEvent,
   addMachineEvent,
   addPatEvent,
-  changeStateEvents,
   changeUserEvents,
   changeUsernameEvent,
   foldUser,
   metadataEvents,
-  removeIdpLinkEvents,
   removeUserEvent,
   requireMachine,
-  type StateAction,
   setPasswordEvents,
   type UserAggregate,
   userEvent,
@@ -34,9 +31,11 @@ import {
   UserEvent,
   UserType,
 } from "../../domain/user/events.ts";
+import { removeIdpLinkEvents } from "../../domain/user/idp-links.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { profileChange } from "../../domain/user/profile.ts";
+import { changeStateEvents, type StateAction } from "../../domain/user/state.ts";
 import { checkUsername, usernameKey } from "../../domain/user/username.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
