@@ -199,9 +199,13 @@ export class UserCodes {
       | { email?: string; email_verified?: boolean; phone?: string | null; phone_verified?: boolean }
       | undefined;
     if (!changed) return [];
+    // unverified after the change: the event names only what differs, so an address replacing an
+    // unverified one (or a first phone number) carries no `*_verified` member
+    const emailVerified = changed.email_verified ?? user.emailVerified;
+    const phoneVerified = changed.phone_verified ?? user.phoneVerified;
     return this.codesForUnverified(tx, instanceId, user, {
-      email: changed.email_verified === false ? changed.email : undefined,
-      phone: changed.phone_verified === false ? (changed.phone ?? undefined) : undefined,
+      email: changed.email !== undefined && !emailVerified ? changed.email : undefined,
+      phone: changed.phone && !phoneVerified ? changed.phone : undefined,
     });
   }
 
