@@ -21,9 +21,6 @@ import { usernameConstraint, usernameKey } from "./username.ts";
 
 // The aggregate's API beside the commands: nearly every caller folds the user, then decides.
 export { foldUser, requireHuman, requireMachine, type UserAggregate, userEvent } from "./aggregate.ts";
-// For src/login/steps/account/links.ts until it imports them from ./idp-links.ts.
-export { LAST_SIGN_IN_METHOD, removeIdpLinkEvents } from "./idp-links.ts";
-
 export function addHumanEvent(userId: string, orgId: string, payload: HumanAddedPayload): NewEvent {
   return {
     aggregateType: USER,
