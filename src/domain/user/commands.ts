@@ -3,6 +3,7 @@ import type { NewEvent, StoredEvent } from "../../eventstore/types.ts";
 import {
   AccessTokenType,
   type CodeAddedPayload,
+  type DataSetPayload,
   type HumanAddedPayload,
   type IdpLinkAddedPayload,
   type ImpersonatedPayload,
@@ -16,6 +17,7 @@ import {
   UserType,
 } from "./events.ts";
 import { usernameConstraint, usernameKey } from "./username.ts";
+import { NO_DATA, type UserData } from "../user-schema/user-data.ts";
 
 export function addHumanEvent(userId: string, orgId: string, payload: HumanAddedPayload): NewEvent {
   return {
@@ -95,6 +97,8 @@ export interface UserAggregate {
   codes: { email?: OpenCode; phone?: OpenCode; password?: OpenCode };
   /** When the user's last verification codes were made (the newest few): the rate limit. */
   codeTimes: Date[];
+  /** Custom data of a human user (docs/user-schemas.md). */
+  custom: UserData;
   /** Sequence and time of the last event. */
   sequence: number;
   changeDate: Date;
@@ -147,6 +151,9 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           idpLinks: new Map(),
           codes: {},
           codeTimes: [],
+          custom: human?.schema_id
+            ? { schemaId: human.schema_id, revision: human.schema_revision ?? 1, data: human.data ?? {} }
+            : NO_DATA,
           sequence: e.sequence,
           changeDate: e.createdAt,
         };
@@ -286,6 +293,14 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         break;
       case UserEvent.idpLinkRemoved:
         user.idpLinks.delete(String(p.idp_id));
+        break;
+      case UserEvent.dataSet: {
+        const d = p as unknown as DataSetPayload;
+        user.custom = { schemaId: d.schema_id, revision: d.schema_revision, data: d.data };
+        break;
+      }
+      case UserEvent.dataRemoved:
+        user.custom = NO_DATA;
         break;
     }
   }
@@ -507,4 +522,19 @@ export function requireMachine(user: UserAggregate): void {
 
 export function requireHuman(user: UserAggregate, what: string): void {
   if (user.type !== UserType.human) throw new FailedPreconditionError(`${what} exist only for human users`);
+}
+
+/** The events that give a human user `next` as its custom data (none when it has it already). */
+export function userDataEvents(user: UserAggregate, next: UserData | undefined): NewEvent[] {
+  if (!next) return [];
+  if (next.schemaId === null)
+    return user.custom.schemaId === null
+      ? []
+      : [userEvent(user, UserEvent.dataRemoved, { schema_id: user.custom.schemaId })];
+  const payload: DataSetPayload = {
+    schema_id: next.schemaId,
+    schema_revision: next.revision ?? 1,
+    data: next.data ?? {},
+  };
+  return [userEvent(user, UserEvent.dataSet, { ...payload })];
 }
