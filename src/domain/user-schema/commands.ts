@@ -37,7 +37,13 @@ const typeClaim = (type: string) => ({
 });
 const typeRelease = (type: string) => ({ action: "remove" as const, type: TYPE_CONSTRAINT, field: type });
 
-function event(ctx: PushContext, id: string, type: string, payload = {}, unique?: NewEvent["uniqueConstraints"]) {
+function event(
+  ctx: PushContext,
+  id: string,
+  type: string,
+  payload = {},
+  unique?: NewEvent["uniqueConstraints"],
+) {
   return {
     aggregateType: USER_SCHEMA,
     aggregateId: id,
@@ -59,9 +65,10 @@ async function load(tx: CommandTx, id: string): Promise<UserSchemaAggregate> {
  * exclusive for the removal.
  */
 export async function lockSchemaUse(tx: CommandTx, instanceId: string, id: string, shared: boolean) {
-  await tx.query(`SELECT ${shared ? "pg_advisory_xact_lock_shared" : "pg_advisory_xact_lock"}(hashtext($1))`, [
-    `user_schema:${instanceId}:${id}`,
-  ]);
+  await tx.query(
+    `SELECT ${shared ? "pg_advisory_xact_lock_shared" : "pg_advisory_xact_lock"}(hashtext($1))`,
+    [`user_schema:${instanceId}:${id}`],
+  );
 }
 
 /** Adds a schema, active, revision 1. INVALID_ARGUMENT naming the problem of a schema that cannot be used. */

@@ -137,7 +137,11 @@ export interface SchemaProperty {
  * enum and nested object properties, and the values of `data` that `role` may read: what a form of the
  * user's custom data shows.
  */
-export function schemaProperties(schema: Json, data: Json | undefined, role: Role = "self"): SchemaProperty[] {
+export function schemaProperties(
+  schema: Json,
+  data: Json | undefined,
+  role: Role = "self",
+): SchemaProperty[] {
   const describe = (node: Json, value: Json | undefined, inherited: Permission, path: string[]) => {
     const out: SchemaProperty[] = [];
     const properties = isObject(node.properties) ? (node.properties as Json) : {};

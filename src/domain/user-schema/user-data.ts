@@ -4,7 +4,12 @@
  * to be given to a user), the caller must be allowed to write every property that changes
  * (./field-access.ts), and the resulting document must match the schema's current revision.
  */
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, PermissionDeniedError } from "../../errors.ts";
+import {
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+} from "../../errors.ts";
 import type { CommandTx } from "../../eventstore/types.ts";
 import { lockSchemaUse } from "./commands.ts";
 import { UserSchemaState } from "./events.ts";

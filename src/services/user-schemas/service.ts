@@ -11,18 +11,18 @@ import {
 import type { UserSchemaConfig } from "../../domain/user-schema/events.ts";
 import { InternalError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import {
-  PlatformUserSchemas,
-  SearchUserSchemasResponseSchema,
-} from "../../gen/platform/resources/user_schema/v3alpha/user_schema_service_pb.ts";
-import {
   type AuthenticatorType,
   type GetUserSchema,
   GetUserSchemaSchema,
   PatchUserSchemaSchema,
-  type UserSchemaSearchFilter,
   UserSchemaSchema,
+  type UserSchemaSearchFilter,
   type UserSchemaState,
 } from "../../gen/platform/resources/user_schema/v3alpha/user_schema_pb.ts";
+import {
+  PlatformUserSchemas,
+  SearchUserSchemasResponseSchema,
+} from "../../gen/platform/resources/user_schema/v3alpha/user_schema_service_pb.ts";
 import { newId } from "../../id.ts";
 import { toPage } from "../../query/search.ts";
 import {
