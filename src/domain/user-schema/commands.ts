@@ -17,6 +17,7 @@ import {
   UserSchemaEvent,
   UserSchemaState,
 } from "./events.ts";
+import { sameJson } from "./field-access.ts";
 import { checkSchema } from "./json-schema.ts";
 
 export interface Version {
@@ -103,7 +104,7 @@ export async function changeUserSchema(
       payload.type = change.type;
       unique.push(typeRelease(state.type), typeClaim(change.type));
     }
-    if (change.schema !== undefined && JSON.stringify(change.schema) !== JSON.stringify(state.schema)) {
+    if (change.schema !== undefined && !sameJson(change.schema, state.schema)) {
       payload.schema = change.schema;
       payload.revision = state.revision + 1;
     }

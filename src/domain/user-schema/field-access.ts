@@ -57,13 +57,14 @@ export function readableData(schema: Json, data: Json, role: Role): Json {
   return filter(schema, data, DEFAULT_PERMISSION);
 }
 
-function same(a: unknown, b: unknown): boolean {
+/** Whether two JSON values are equal (object members in any order: jsonb does not keep it). */
+export function sameJson(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== typeof b || a === null || b === null || typeof a !== "object") return false;
   if (Array.isArray(a) !== Array.isArray(b)) return false;
   const ka = Object.keys(a as Json);
   const kb = Object.keys(b as Json);
-  return ka.length === kb.length && ka.every((k) => same((a as Json)[k], (b as Json)[k]));
+  return ka.length === kb.length && ka.every((k) => sameJson((a as Json)[k], (b as Json)[k]));
 }
 
 /**
@@ -86,7 +87,7 @@ export function unwritableChange(
     for (const key of new Set([...Object.keys(a ?? {}), ...Object.keys(b ?? {})])) {
       const x = a?.[key];
       const y = b?.[key];
-      if (same(x, y)) continue;
+      if (sameJson(x, y)) continue;
       const sub = propertySchema(node, key);
       const permission = permissionOf(sub, inherited);
       const here = [...path, key];

@@ -13,7 +13,7 @@ import {
 import type { CommandTx } from "../../eventstore/types.ts";
 import { lockSchemaUse } from "./commands.ts";
 import { UserSchemaState } from "./events.ts";
-import { mergePatch, type Role, unwritableChange } from "./field-access.ts";
+import { mergePatch, type Role, sameJson, unwritableChange } from "./field-access.ts";
 import { checkData, validatorOf } from "./json-schema.ts";
 
 type Json = Record<string, unknown>;
@@ -99,11 +99,7 @@ export async function decideUserData(
   }
   const validate = validatorOf({ instanceId, schemaId: schema.id, revision: schema.revision }, schema.schema);
   checkData(validate, data, "user.data");
-  if (
-    targetId === current.schemaId &&
-    schema.revision === current.revision &&
-    JSON.stringify(data) === JSON.stringify(current.data)
-  )
+  if (targetId === current.schemaId && schema.revision === current.revision && sameJson(data, current.data))
     return undefined;
   return { schemaId: targetId, revision: schema.revision, data };
 }

@@ -1,5 +1,6 @@
 import { FailedPreconditionError, NotFoundError } from "../../errors.ts";
 import type { NewEvent, StoredEvent } from "../../eventstore/types.ts";
+import { NO_DATA, type UserData } from "../user-schema/user-data.ts";
 import {
   AccessTokenType,
   type CodeAddedPayload,
@@ -17,7 +18,6 @@ import {
   UserType,
 } from "./events.ts";
 import { usernameConstraint, usernameKey } from "./username.ts";
-import { NO_DATA, type UserData } from "../user-schema/user-data.ts";
 
 export function addHumanEvent(userId: string, orgId: string, payload: HumanAddedPayload): NewEvent {
   return {

@@ -60,7 +60,14 @@ function toGetUserSchema(row: UserSchemaRow, instanceId: string): GetUserSchema 
 }
 
 /** The authenticators as stored: without duplicates, in the enum's order. */
-const authenticators = (list: readonly number[]) => [...new Set(list)].sort((a, b) => a - b);
+function authenticators(list: readonly number[]): number[] {
+  if (list.includes(0))
+    throw new InvalidArgumentError(
+      "must not hold AUTHENTICATOR_TYPE_UNSPECIFIED",
+      "user_schema.possible_authenticators",
+    );
+  return [...new Set(list)].sort((a, b) => a - b);
+}
 
 function toFilters(filters: UserSchemaSearchFilter[]): UserSchemaFilter[] {
   return filters.map((f, i) => {
