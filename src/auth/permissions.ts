@@ -154,7 +154,7 @@ export const rolesByContext = { instance: InstanceRoles, org: OrgRoles, project:
 
 /**
  * The permissions a set of roles grants. Every authorized call asks this of its caller's roles (IAM_OWNER
- * alone grants 52), so each combination's set is built once and shared: callers must not change
+ * alone grants 58), so each combination's set is built once and shared: callers must not change
  * it. Role combinations are few (the roles of a membership); the memo is emptied should it grow past 256.
  */
 export function permissionsOf(roles: readonly string[]): ReadonlySet<Permission> {

@@ -433,7 +433,9 @@ describe("custom data of users (user schemas)", () => {
     assert.equal(without.tokens.claims()![DATA_SCOPE], undefined);
     const plainJwt = await tokensOf(user, "openid profile", "web-app-jwt");
     assert.equal(decodeJwt(plainJwt.tokens.access_token)[DATA_SCOPE], undefined);
-    const discovery = await (await fetch(`${platform.url}/.well-known/openid-configuration`)).json();
+    const discovery = (await (await fetch(`${platform.url}/.well-known/openid-configuration`)).json()) as {
+      claims_supported: string[];
+    };
     assert.ok(discovery.claims_supported.includes(DATA_SCOPE));
   });
 

@@ -2508,7 +2508,8 @@ export const PlatformUsers: GenService<{
     output: typeof CreateUserResponseSchema;
   },
   /**
-   * Returns a user with its login names and metadata (permission user.read in the user's organization).
+   * Returns a user with its login names, metadata and the custom data the caller may read (permission
+   * user.read in the user's organization; the user itself may read itself).
    *
    * @generated from rpc platform.resources.user.v3alpha.PlatformUsers.GetUser
    */
@@ -2518,8 +2519,9 @@ export const PlatformUsers: GenService<{
     output: typeof GetUserResponseSchema;
   },
   /**
-   * Changes the fields present (permission user.write). A patch that changes nothing succeeds and stores
-   * nothing. Human fields on a machine user (and the reverse) are FAILED_PRECONDITION.
+   * Changes the fields present (permission user.write; the user itself may patch `data` alone, as its
+   * schema's field permissions allow). A patch that changes nothing succeeds and stores nothing. Human
+   * fields on a machine user (and the reverse) are FAILED_PRECONDITION.
    *
    * @generated from rpc platform.resources.user.v3alpha.PlatformUsers.PatchUser
    */
