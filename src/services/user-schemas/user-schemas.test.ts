@@ -152,7 +152,9 @@ describe("user schemas", () => {
   });
 
   it("refuses bad input naming the problem and stores nothing", async () => {
-    const big = { type: "object", description: "x".repeat(MAX_SCHEMA_BYTES) };
+    // the bound is on the schema as compact JSON: one byte more than it is refused, exactly it is taken
+    const overhead = JSON.stringify({ type: "object", description: "" }).length;
+    const big = { type: "object", description: "x".repeat(MAX_SCHEMA_BYTES - overhead + 1) };
     const cases: [string, unknown, string | RegExp][] = [
       ["type required", valid({ type: "" }), "user_schema.type: is required"],
       ["type at most 200", valid({ type: "t".repeat(201) }), "user_schema.type: must be at most 200"],
@@ -202,7 +204,7 @@ describe("user schemas", () => {
       [
         "larger than 64 KiB",
         valid({ schema: big }),
-        `user_schema.schema: must be at most ${MAX_SCHEMA_BYTES} bytes`,
+        `user_schema.schema: must be at most ${MAX_SCHEMA_BYTES} bytes as JSON (is ${MAX_SCHEMA_BYTES + 1})`,
       ],
       [
         "unknown authenticator",
@@ -221,8 +223,6 @@ describe("user schemas", () => {
         throw new Error(`${what}: ${e.message}`);
       });
     }
-    // the bound is on the schema as compact JSON: just under it is taken
-    const overhead = JSON.stringify({ type: "object", description: "" }).length;
     await createSchema(
       valid({
         type: "at-the-edge",

@@ -13,7 +13,7 @@ import {
 } from "../../../test/helpers.ts";
 import { client, discover, fixtureClient, registerFixtures } from "../../../test/oidc.ts";
 import { sha256 } from "../../crypto/tokens.ts";
-import { MAX_DATA_BYTES } from "../../domain/user-schema/json-schema.ts";
+import { compiledValidators, MAX_DATA_BYTES } from "../../domain/user-schema/json-schema.ts";
 import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { addCallers } from "../actions/testing.ts";
 
@@ -261,6 +261,7 @@ describe("custom data of users (user schemas)", () => {
     const patch = (json: unknown) => rest("PATCH", `${USERS}/${user}`, { json });
     const read = async () => (await rest("GET", `${USERS}/${user}`)).json.user;
     assert.equal((await patch({ data: { b: { q: null, r: 3 }, c: 7 } })).status, 200);
+    const compiled = compiledValidators(); // a revision is compiled once, then taken from the cache
     assert.deepEqual((await read()).data, { a: "x", b: { p: 1, r: 3 }, c: 7 });
     const before = await patch({ data: { a: null } });
     assert.deepEqual((await read()).data, { b: { p: 1, r: 3 }, c: 7 });
@@ -274,7 +275,9 @@ describe("custom data of users (user schemas)", () => {
     });
     assert.equal(changed.status, 200, changed.text);
     assert.equal((await read()).schema_revision, 1);
+    assert.equal(compiledValidators(), compiled, "revision 1 was compiled once for all its writes");
     await rejects(() => patch({ data: { c: 6 } }), 400, 3, "user.data: at /c: must be <= 5");
+    assert.equal(compiledValidators(), compiled + 1, "revision 2 is compiled once");
     assert.equal((await patch({ data: { c: 5 } })).status, 200);
     assert.equal((await read()).schema_revision, 2);
 
