@@ -83,9 +83,10 @@ export async function decideUserData(
     if (previous) denyUnwritable(unwritableChange(previous.schema, current.data ?? {}, undefined, role));
     return NO_DATA;
   }
+  // the lock first: a removal that committed meanwhile is then seen by the read
+  await lockSchemaUse(tx, instanceId, targetId, true);
   const schema = await readSchema(tx, instanceId, targetId);
   if (!schema) throw new NotFoundError(`user schema ${targetId} not found`);
-  await lockSchemaUse(tx, instanceId, targetId, true);
   let data: Json;
   if (targetId !== current.schemaId) {
     if (schema.state !== UserSchemaState.active)
