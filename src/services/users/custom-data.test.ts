@@ -379,15 +379,15 @@ describe("custom data of users (user schemas)", () => {
     const id = await createSchema("searchable", {
       type: "object",
       properties: {
-        secret: { type: "string", [PERMISSION]: { owner: "", self: "rw" } },
+        diary: { type: "string", [PERMISSION]: { owner: "", self: "rw" } },
         n: { type: "integer" },
       },
     });
     const a = await createUser(human({ schema_id: id, data: { n: 1 } }));
-    // the owner cannot write `secret`; a user writes its own
+    // the owner cannot write `diary`; a user writes its own
     const b = await createUser(human({ schema_id: id, data: { n: 2 } }));
     const self = await selfClient(b);
-    assert.equal((await self("PATCH", `${USERS}/${b}`, { json: { data: { secret: "s3" } } })).status, 200);
+    assert.equal((await self("PATCH", `${USERS}/${b}`, { json: { data: { diary: "dear diary" } } })).status, 200);
     const found = await rest("POST", `${USERS}/_search?query.asc=true`, {
       json: [{ schema_id: { schema_id: id } }],
     });
@@ -401,6 +401,16 @@ describe("custom data of users (user schemas)", () => {
     );
     const none = await rest("POST", `${USERS}/_search`, { json: [{ schema_id: { schema_id: "404404" } }] });
     assert.equal(none.json.result?.length ?? 0, 0);
+    // the audit log shows the data as the administrators may read it, not more
+    const events = await owner("POST", "/resources/v3alpha/events/_search?query.asc=true", {
+      json: { aggregate_id: b, event_types: ["user.data.set"] },
+    });
+    assert.equal(events.status, 200, events.text);
+    assert.deepEqual(
+      events.json.result.map((e: { payload: unknown }) => e.payload),
+      [{ schema_id: id, schema_revision: 1, data: { n: 2 } }],
+    );
+    assert.ok(!events.text.includes("dear diary"));
   });
 
   it("a schema that users have cannot be deleted", async () => {
