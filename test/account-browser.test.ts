@@ -9,8 +9,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { addIdpLinkEvents, foldUser } from "../src/domain/user/commands.ts";
+import { foldUser } from "../src/domain/user/commands.ts";
 import { USER } from "../src/domain/user/events.ts";
+import { addIdpLinkEvents } from "../src/domain/user/idp-links.ts";
 import { addMachineUser, eventCount, restClient } from "./helpers.ts";
 import { addHuman, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
 import { axeViolations, launchChromium, PASSWORD, watchProblems } from "./login-browser.ts";

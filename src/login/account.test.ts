@@ -16,8 +16,9 @@ import {
 } from "../../test/login.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { createSession, terminateSession } from "../domain/session/commands.ts";
-import { addHumanEvent, addIdpLinkEvents, foldUser } from "../domain/user/commands.ts";
+import { addHumanEvent, foldUser } from "../domain/user/commands.ts";
 import { USER } from "../domain/user/events.ts";
+import { addIdpLinkEvents } from "../domain/user/idp-links.ts";
 import { newId } from "../id.ts";
 
 const PASSWORD = "Secret-Passw0rd!";

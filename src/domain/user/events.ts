@@ -69,9 +69,15 @@ export interface CodeAddedPayload {
   target: string;
   /** Whether a message carries the code (false: the caller got it with `return_code`). */
   sent: boolean;
-  /** Password codes: what for (`reset`: a forgotten password; `invite`: the first one). */
-  reason?: "reset" | "invite";
+  /**
+   * Password codes: what for (`reset`: a forgotten password; `invite`: the first one). Absent in events of
+   * codes that had no reason (older ones): a reset.
+   */
+  reason?: PasswordCodeReason;
 }
+
+/** What a password code is for: a forgotten password, or an invitation (the first password). */
+export type PasswordCodeReason = "reset" | "invite";
 
 /** `user.human.email.verified`, `user.human.phone.verified`. */
 export interface VerifiedPayload {

@@ -5,8 +5,9 @@
  */
 import type { FastifyRequest } from "fastify";
 import { holdOrg } from "../../domain/org/locks.ts";
-import { addHumanEvent, changeUserEvents, foldUser, idpLinkAddedEvent } from "../../domain/user/commands.ts";
+import { addHumanEvent, changeUserEvents, foldUser } from "../../domain/user/commands.ts";
 import { USER, type UserChangedPayload } from "../../domain/user/events.ts";
+import { idpLinkAddedEvent } from "../../domain/user/idp-links.ts";
 import { usernameKey } from "../../domain/user/username.ts";
 import { NotFoundError } from "../../errors.ts";
 import type { EventStore } from "../../eventstore/eventstore.ts";

@@ -13,15 +13,12 @@ import {
   addHumanEvent,
   addMachineEvent,
   addPatEvent,
-  changeStateEvents,
   changeUserEvents,
   changeUsernameEvent,
   foldUser,
   metadataEvents,
-  removeIdpLinkEvents,
   removeUserEvent,
   requireMachine,
-  type StateAction,
   setPasswordEvents,
   type UserAggregate,
   userDataEvents,
@@ -35,9 +32,11 @@ import {
   UserEvent,
   UserType,
 } from "../../domain/user/events.ts";
+import { removeIdpLinkEvents } from "../../domain/user/idp-links.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { profileChange } from "../../domain/user/profile.ts";
+import { changeStateEvents, type StateAction } from "../../domain/user/state.ts";
 import { checkUsername, usernameKey } from "../../domain/user/username.ts";
 import { decideUserData, NO_DATA } from "../../domain/user-schema/user-data.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
@@ -458,16 +457,15 @@ export function usersService(deps: ServiceDeps) {
       let refused: InvalidArgumentError | undefined;
       const details = await onUser(call, req.id, (user) => {
         refused = undefined;
-        if (code !== undefined) {
-          // the code (RequestPasswordReset, InviteUser) stands for the current password
-          const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-          const checked = codes.codes.checkPasswordCode(instanceId, user, code);
-          if (!checked.ok) {
-            refused = checked.error;
-            return checked.events; // the wrong try is counted, nothing else changes
-          }
-        }
-        return setPasswordEvents(user, passwordHash, input.changeRequired);
+        if (code === undefined) return setPasswordEvents(user, passwordHash, input.changeRequired);
+        // the code (RequestPasswordReset or InviteUser: either kind here) stands for the current password
+        const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+        const decided = codes.codes.setPasswordWithCode(instanceId, user, code, passwordHash, {
+          changeRequired: input.changeRequired,
+        });
+        // a wrong code: the wrong try is counted, nothing else changes
+        if (!decided.ok) refused = decided.error;
+        return decided.events;
       });
       if (refused) throw refused;
       return { details };

@@ -1396,7 +1396,8 @@ export type SetPassword = Message<"platform.resources.user.v3alpha.SetPassword">
 
   /**
    * A password code (RequestPasswordReset, InviteUser) in place of `current_password`: a wrong or expired
-   * code is INVALID_ARGUMENT (5 wrong tries invalidate it); it is used up by the change.
+   * code is INVALID_ARGUMENT (5 wrong tries invalidate it); it is used up by the change. An InviteUser code
+   * also verifies the e-mail address.
    *
    * @generated from field: optional string verification_code = 4;
    */
@@ -2669,8 +2670,9 @@ export const PlatformUsers: GenService<{
   },
   /**
    * Invites a user without a password: makes a password code and sends it in an INIT e-mail (permission
-   * user.write); with `return_code` the code is answered instead and nothing is sent. FAILED_PRECONDITION
-   * when the user has a password already.
+   * user.write); with `return_code` the code is answered instead and nothing is sent. SetPassword takes the
+   * code as `verification_code` and then also verifies the e-mail address. FAILED_PRECONDITION when the
+   * user has a password already. A newer password code (this or RequestPasswordReset) replaces the open one.
    *
    * @generated from rpc platform.resources.user.v3alpha.PlatformUsers.InviteUser
    */
