@@ -4,9 +4,11 @@
  */
 import { FailedPreconditionError } from "../../errors.ts";
 import type { NewEvent, StoredEvent } from "../../eventstore/types.ts";
+import { NO_DATA, type UserData } from "../user-schema/user-data.ts";
 import {
   AccessTokenType,
   type CodeAddedPayload,
+  type DataSetPayload,
   type HumanAddedPayload,
   type MachineAddedPayload,
   type PasswordCodeReason,
@@ -52,6 +54,8 @@ export interface UserAggregate {
   codes: { email?: OpenCode; phone?: OpenCode; password?: OpenCode };
   /** When the user's last verification codes were made (the newest few): the rate limit. */
   codeTimes: Date[];
+  /** Custom data of a human user (docs/user-schemas.md). */
+  custom: UserData;
   /** Sequence and time of the last event. */
   sequence: number;
   changeDate: Date;
@@ -106,6 +110,9 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           idpLinks: new Map(),
           codes: {},
           codeTimes: [],
+          custom: human?.schema_id
+            ? { schemaId: human.schema_id, revision: human.schema_revision ?? 1, data: human.data ?? {} }
+            : NO_DATA,
           sequence: e.sequence,
           changeDate: e.createdAt,
         };
@@ -246,6 +253,14 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
         break;
       case UserEvent.idpLinkRemoved:
         user.idpLinks.delete(String(p.idp_id));
+        break;
+      case UserEvent.dataSet: {
+        const d = p as unknown as DataSetPayload;
+        user.custom = { schemaId: d.schema_id, revision: d.schema_revision, data: d.data };
+        break;
+      }
+      case UserEvent.dataRemoved:
+        user.custom = NO_DATA;
         break;
     }
   }

@@ -5,8 +5,10 @@
  */
 import { FailedPreconditionError } from "../../errors.ts";
 import type { NewEvent } from "../../eventstore/types.ts";
+import type { UserData } from "../user-schema/user-data.ts";
 import { requireHuman, type UserAggregate, userEvent } from "./aggregate.ts";
 import {
+  type DataSetPayload,
   type HumanAddedPayload,
   type ImpersonatedPayload,
   type MachineAddedPayload,
@@ -148,4 +150,19 @@ export function removeUserEvent(user: UserAggregate): NewEvent {
     ...userEvent(user, UserEvent.removed, { username: user.username }),
     uniqueConstraints: [usernameConstraint("remove", user.username), ...idpLinkReleases(user)],
   };
+}
+
+/** The events that give a human user `next` as its custom data (none when it has it already). */
+export function userDataEvents(user: UserAggregate, next: UserData | undefined): NewEvent[] {
+  if (!next) return [];
+  if (next.schemaId === null)
+    return user.custom.schemaId === null
+      ? []
+      : [userEvent(user, UserEvent.dataRemoved, { schema_id: user.custom.schemaId })];
+  const payload: DataSetPayload = {
+    schema_id: next.schemaId,
+    schema_revision: next.revision ?? 1,
+    data: next.data ?? {},
+  };
+  return [userEvent(user, UserEvent.dataSet, { ...payload })];
 }

@@ -45,8 +45,19 @@ export const UserEvent = {
   passwordCodeAdded: "user.human.password.code.added",
   /** A wrong password code was given (5 invalidate the code). */
   passwordCodeCheckFailed: "user.human.password.code.check.failed",
+  /** The custom data of a human user: its schema, the schema's revision it matches, the whole document. */
+  dataSet: "user.data.set",
+  /** The user no longer has a schema nor custom data. */
+  dataRemoved: "user.data.removed",
   removed: "user.removed",
 } as const;
+
+/** `user.data.set` (docs/user-schemas.md). */
+export interface DataSetPayload {
+  schema_id: string;
+  schema_revision: number;
+  data: Record<string, unknown>;
+}
 
 /** `user.human.email.code.added`, `user.human.phone.code.added`. */
 export interface CodeAddedPayload {
@@ -92,6 +103,10 @@ export interface HumanAddedPayload {
   /** argon2id hash; the password itself is never stored. */
   password_hash?: string;
   password_change_required?: boolean;
+  /** Custom data (docs/user-schemas.md): all three or none. */
+  schema_id?: string;
+  schema_revision?: number;
+  data?: Record<string, unknown>;
 }
 
 export interface MachineAddedPayload {

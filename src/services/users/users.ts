@@ -21,6 +21,7 @@ import {
   requireMachine,
   setPasswordEvents,
   type UserAggregate,
+  userDataEvents,
   userEvent,
 } from "../../domain/user/commands.ts";
 import {
@@ -37,6 +38,7 @@ import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { profileChange } from "../../domain/user/profile.ts";
 import { changeStateEvents, type StateAction } from "../../domain/user/state.ts";
 import { checkUsername, usernameKey } from "../../domain/user/username.ts";
+import { decideUserData, NO_DATA } from "../../domain/user-schema/user-data.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
@@ -54,6 +56,7 @@ import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
 import { codeRpcs } from "./codes.ts";
+import { dataChange, onlyData, roleOn, visibleData } from "./custom-data.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -233,6 +236,9 @@ export function usersService(deps: ServiceDeps) {
       case "ids":
         where.in("u.id", f.value.ids);
         return;
+      case "schemaId":
+        where.and((p) => `u.schema_id = ${p(f.value.schemaId)}`);
+        return;
       case "org": {
         const org = f.value.property;
         if (org.case === "orgId") where.and((p) => `u.org_id = ${p(org.value)}`);
@@ -269,6 +275,7 @@ export function usersService(deps: ServiceDeps) {
 
       const input = req.user!;
       checkUsername(input.username, "user.username");
+      const custom = dataChange(input, input.type.case === "human", true);
       const userId = newId();
       let event: NewEvent;
       if (input.type.case === "human") {
@@ -286,7 +293,16 @@ export function usersService(deps: ServiceDeps) {
       }
       const [stored] = await deps.eventStore.push({ instanceId, creator: call.creator }, async (tx) => {
         await holdOrg(tx, instanceId, orgId);
-        return [event];
+        // the creator writes as an administrator of the organization (`owner` field permissions)
+        const data = custom && (await decideUserData(tx, instanceId, NO_DATA, custom, "owner"));
+        if (!data) return [event];
+        const payload = {
+          ...event.payload,
+          schema_id: data.schemaId,
+          schema_revision: data.revision,
+          data: data.data,
+        };
+        return [{ ...event, payload }];
       });
       return {
         details: resourceDetails({
@@ -299,15 +315,20 @@ export function usersService(deps: ServiceDeps) {
     },
 
     async getUser(req, ctx) {
-      const { call, row } = await userCall(ctx, req.id, "user.read");
+      // the user itself may read itself (its custom data as the `self` field permissions allow)
+      const { call, row } = await userCall(ctx, req.id, "user.read", { self: true });
       const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
       const metadata = await readMetadata(deps.db, instanceId, [row.id]);
-      return { user: toUser(row, metadata.get(row.id)) };
+      const data = await visibleData(deps.db, instanceId, [row], () => roleOn(call.caller, row.id));
+      return { user: toUser(row, metadata.get(row.id), data.get(row.id)) };
     },
 
     async patchUser(req, ctx) {
-      const { call, row } = await userCall(ctx, req.id, "user.write");
+      // the user itself may change its custom data alone (as the `self` field permissions allow)
+      const { call, row } = await userCall(ctx, req.id, "user.write", { self: onlyData(req.user) });
       const change = changeOf(req.user, row.type);
+      const custom = req.user ? dataChange(req.user, row.type === UserType.human, false) : undefined;
+      const role = roleOn(call.caller, req.id);
       const username = req.user?.username;
       if (username !== undefined) checkUsername(username, "user.username");
       const problem =
@@ -320,7 +341,12 @@ export function usersService(deps: ServiceDeps) {
         ];
         // an address changed without is_verified: true is unverified and gets a code to prove it
         const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-        return [...events, ...(await codes.codes.codesOnChange(tx, instanceId, user, events))];
+        const data = custom && (await decideUserData(tx, instanceId, user.custom, custom, role));
+        return [
+          ...events,
+          ...(await codes.codes.codesOnChange(tx, instanceId, user, events)),
+          ...userDataEvents(user, data),
+        ];
       });
       return { details };
     },
@@ -393,7 +419,11 @@ export function usersService(deps: ServiceDeps) {
         instanceId,
         result.rows.map((r) => r.id),
       );
-      return { details: listDetails(result), result: result.rows.map((r) => toUser(r, metadata.get(r.id))) };
+      const data = await visibleData(deps.db, instanceId, result.rows, (row) => roleOn(call.caller, row.id));
+      return {
+        details: listDetails(result),
+        result: result.rows.map((r) => toUser(r, metadata.get(r.id), data.get(r.id))),
+      };
     },
 
     lockUser: (req, ctx) => stateAction(ctx, req.id, "lock"),
