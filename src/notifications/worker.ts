@@ -18,7 +18,14 @@ import type { Metrics } from "../metrics/metrics.ts";
 import { activeProvider, type ProviderRow } from "../query/notification-providers.ts";
 import { settingsLayers } from "../query/settings.ts";
 import type { Queryable } from "../storage/database.ts";
-import { MESSAGES, type MessageInput, type MessageType, renderMessage } from "./messages/index.ts";
+import { MessageTextCache } from "../texts/overrides.ts";
+import {
+  MESSAGES,
+  type MessageInput,
+  type MessageType,
+  messageLanguage,
+  renderMessage,
+} from "./messages/index.ts";
 import {
   type ClaimedMessage,
   claimMessages,
@@ -86,6 +93,11 @@ export class MessageWorker {
    */
   private readonly sessions = new Map<string, { session: SmtpSession; users: number }>();
   private readonly languageCache = new Map<string, { value: LanguageChoice; until: number }>();
+  /** Administrators' texts of the messages, per organization and language (src/texts). */
+  private readonly texts = new MessageTextCache(
+    (category, context) => settingsLayers(this.db, category, context),
+    LANGUAGES_TTL_MS,
+  );
 
   constructor(
     private readonly db: Queryable,
@@ -101,9 +113,10 @@ export class MessageWorker {
     this.loop ??= this.run();
   }
 
-  /** The language settings may have changed (a settings event, or changes this process missed). */
+  /** The language or text settings may have changed (a settings event, or changes this process missed). */
   forgetLanguages(): void {
     this.languageCache.clear();
+    this.texts.forget();
   }
 
   /** Something may be due now. */
@@ -326,13 +339,16 @@ export class MessageWorker {
         expiresIn: Number(row.code_expires_in ?? 0),
       };
     }
+    // the recipient's language, else the default of the language settings, within the allowed ones
+    const language = {
+      preferred: row.language,
+      defaultLanguage: languages?.defaultLanguage ?? "en",
+      allowed: languages?.allowed,
+    };
     const input = {
-      // the recipient's language, else the default of the language settings, within the allowed ones
-      language: {
-        preferred: row.language,
-        defaultLanguage: languages?.defaultLanguage ?? "en",
-        allowed: languages?.allowed,
-      },
+      language,
+      // the texts of the user's organization, else the instance's, in the message's language
+      texts: await this.texts.lookup(row.instance_id, row.org_id ?? undefined, messageLanguage(language)),
       origin: row.origin,
       recipient: {
         userId: row.user_id,

@@ -38,6 +38,7 @@
  *   POST /ui/login/account/password   link to an identity provider, signing one account out; each
  *   POST /ui/login/account/links/remove  rate-limited per IP (the password also per login name), each
  *   POST /ui/login/account/signout    answering 303 to the account page
+ *   GET  /ui/login/language           the language picker's links: keeps the choice in a cookie (language)
  *
  * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
  * ./idp/) exporting a `Step`, added to STEPS below.
@@ -64,6 +65,7 @@ import { idpRegisterStep } from "./idp/register.ts";
 import { idpStartStep } from "./idp/start.ts";
 import { inviteStep } from "./invite.ts";
 import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
+import { languageStep } from "./language.ts";
 import { loginNameStep } from "./loginname.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
@@ -97,6 +99,7 @@ const STEPS: readonly Step[] = [
   accountPasswordStep,
   accountLinksStep,
   accountSessionsStep,
+  languageStep,
 ];
 
 export async function registerLoginRoutes(app: FastifyInstance, login: Login): Promise<void> {
