@@ -64,6 +64,17 @@ export interface LanguageLink {
   url?: string;
 }
 
+/** Each language's name in itself ("Deutsch"), from its own catalogue. */
+const labels = new Map<string, string>();
+const labelOf = (lang: string) => {
+  let label = labels.get(lang);
+  if (label === undefined) {
+    label = translator(lang).t(`language.${lang}`);
+    labels.set(lang, label);
+  }
+  return label;
+};
+
 /** The picker's links; none when there is nothing to choose or no page to return to. */
 export function languageLinks(
   allowed: readonly string[],
@@ -73,7 +84,7 @@ export function languageLinks(
   if (allowed.length < 2 || returnTo === undefined) return [];
   return allowed.map((lang) => ({
     lang,
-    label: translator(lang).t(`language.${lang}`),
+    label: labelOf(lang),
     url:
       lang === current
         ? undefined
