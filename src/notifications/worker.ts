@@ -345,10 +345,16 @@ export class MessageWorker {
       defaultLanguage: languages?.defaultLanguage ?? "en",
       allowed: languages?.allowed,
     };
+    // the texts of the user's organization, else the instance's, in the message's language
+    let texts: Awaited<ReturnType<MessageTextCache["lookup"]>>;
+    try {
+      texts = await this.texts.lookup(row.instance_id, row.org_id ?? undefined, messageLanguage(language));
+    } catch (error) {
+      throw new SendFailure(`cannot read the texts: ${(error as Error).message}`, false);
+    }
     const input = {
       language,
-      // the texts of the user's organization, else the instance's, in the message's language
-      texts: await this.texts.lookup(row.instance_id, row.org_id ?? undefined, messageLanguage(language)),
+      texts,
       origin: row.origin,
       recipient: {
         userId: row.user_id,
