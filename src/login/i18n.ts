@@ -41,6 +41,12 @@ export interface Translator {
 }
 
 const cache = createIntlCache();
+type MessageFormat = ReturnType<ReturnType<typeof createFormatters>["getMessageFormat"]>;
+
+function formatted(message: MessageFormat, values: MessageValues | undefined): string {
+  const out = message.format(values);
+  return Array.isArray(out) ? out.join("") : String(out);
+}
 const translators = new Map<string, Translator>();
 
 export function translator(lang: string): Translator {
@@ -57,11 +63,20 @@ export function translator(lang: string): Translator {
     },
     cache,
   );
+  // Each message compiled once and formatted directly: intl.formatMessage costs some 13 µs a call (a page
+  // makes several), a compiled message's format well under 1 µs. Errors (a missing value) still throw.
+  const formatters = createFormatters(cache);
+  const compiled = new Map<string, MessageFormat>();
   const made: Translator = {
     lang,
     t(key, values) {
-      if (!(key in messages)) throw new Error(`login UI: no message "${key}" in ${lang}`);
-      return intl.formatMessage({ id: key }, values) as string;
+      let message = compiled.get(key);
+      if (!message) {
+        if (!Object.hasOwn(messages, key)) throw new Error(`login UI: no message "${key}" in ${lang}`);
+        message = formatters.getMessageFormat(messages[key], lang);
+        compiled.set(key, message);
+      }
+      return formatted(message, values);
     },
     dateTime: (date) => intl.formatDate(date, { dateStyle: "medium", timeStyle: "short" }),
   };
@@ -76,7 +91,7 @@ export function translator(lang: string): Translator {
  */
 export function withOverrides(base: Translator, overrides: Readonly<Record<string, string>>): Translator {
   const formatters = createFormatters(createIntlCache());
-  const compiled = new Map<string, ReturnType<typeof formatters.getMessageFormat>>();
+  const compiled = new Map<string, MessageFormat>();
   return {
     lang: base.lang,
     dateTime: base.dateTime,
@@ -89,8 +104,7 @@ export function withOverrides(base: Translator, overrides: Readonly<Record<strin
           message = formatters.getMessageFormat(override, base.lang, undefined, { ignoreTag: true });
           compiled.set(key, message);
         }
-        const out = message.format(values);
-        return Array.isArray(out) ? out.join("") : String(out);
+        return formatted(message, values);
       } catch {
         return base.t(key, values);
       }
