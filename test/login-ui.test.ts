@@ -282,6 +282,32 @@ describe("login UI in Chromium", () => {
     await german.context.close();
   });
 
+  it("the language picker switches the language, with and without JavaScript, and keeps it for later pages", async () => {
+    for (const javaScriptEnabled of [true, false]) {
+      const { context, page, problems } = await newPage({ javaScriptEnabled, locale: "en-US" });
+      const request = await authRequest({ uiLocales: ["en"] });
+      await page.goto(`${platform.url}/ui/login?authRequest=${request.id}`);
+      assert.equal(await heading(page), "Sign in");
+      const picker = page.getByRole("navigation", { name: "Language" });
+      assert.equal(await picker.locator('[aria-current="true"]').textContent(), "English");
+      await picker.getByRole("link", { name: "Italiano" }).click();
+      assert.equal(await page.locator("html").getAttribute("lang"), "it");
+      assert.equal(await heading(page), "Accedi");
+      assert.match(page.url(), new RegExp(`/ui/login/loginname\\?authRequest=${request.id}$`));
+      // the choice stays for the next page, over ui_locales=en
+      await page.getByLabel("Nome di accesso").fill("alice");
+      await page.getByRole("button", { name: "Avanti" }).click();
+      assert.equal(await page.locator("html").getAttribute("lang"), "it");
+      await page.getByRole("navigation", { name: "Lingua" }).getByRole("link", { name: "Deutsch" }).click();
+      assert.equal(await heading(page), "Passwort eingeben");
+      const cookie = (await context.cookies()).find((c) => c.name === "platform_lang");
+      assert.equal(cookie?.value, "de");
+      assert.equal(cookie?.sameSite, "Lax");
+      assert.deepEqual(problems, []);
+      await context.close();
+    }
+  });
+
   it("works without JavaScript, and signs out from the account page", async () => {
     const { context, page } = await newPage({ javaScriptEnabled: false });
     await page.goto(`${platform.url}/`);

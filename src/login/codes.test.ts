@@ -164,7 +164,7 @@ describe("login UI: codes by e-mail", () => {
     const known = await requestReset(new HttpBrowser(platform.url), "heidi");
     const unknown = await requestReset(new HttpBrowser(platform.url), "nobody");
     const normal = (text: string, name: string) =>
-      text.replaceAll(name, "NAME").replace(/authRequest=[\w-]+/g, "authRequest=ID");
+      text.replaceAll(name, "NAME").replace(/authRequest(=|%3D)[\w-]+/g, "authRequest=ID");
     assert.equal(unknown.sent.status, known.sent.status);
     assert.equal(normal(unknown.sent.text, "nobody"), normal(known.sent.text, "heidi"));
     await linkTo("heidi@example.com", "/ui/login/password-reset");

@@ -9,16 +9,26 @@ import { hashPassword, verifyPassword } from "../crypto/password.ts";
 import { randomToken } from "../crypto/tokens.ts";
 import { type PasswordPolicy, passwordPolicyOf, terminateSession } from "../domain/session/commands.ts";
 import { LOGIN, type LOGIN_FLAGS, loginDefaults } from "../domain/settings/login.ts";
+import { textsCategory } from "../domain/settings/texts.ts";
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
 import type { NotificationDelivery } from "../notifications/delivery.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
-import { resolveSetting } from "../query/settings.ts";
+import { resolveSetting, type SettingsLayer } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
+import { loginOverrides } from "../texts/overrides.ts";
 import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
-import { chooseLanguage, languageSettings, type Translator, translator } from "./i18n.ts";
+import {
+  chooseLanguage,
+  type LanguageChoice,
+  languageSettings,
+  type Translator,
+  translator,
+  withOverrides,
+} from "./i18n.ts";
+import { languageLinks, pickedLanguage, returnTarget } from "./language-picker.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
   type LoginSession,
@@ -62,8 +72,13 @@ export class Login {
   readonly authRequests: AuthRequestStore;
   completer: AuthRequestCompleter;
   private dummyHash?: Promise<string>;
-  /** The language and login settings the pages read (cached, invalidated by settings events). */
+  /** The language, login and text settings the pages read (cached, invalidated by settings events). */
   private readonly settings: SettingsLayerCache;
+  /**
+   * The translators with administrators' texts, by the cached text layers they were made from: a change
+   * of texts makes new layers (the cache drops the old ones), so each set is compiled once.
+   */
+  private readonly textTranslators = new WeakMap<SettingsLayer[], Translator>();
 
   constructor(
     readonly deps: LoginDeps,
@@ -187,27 +202,54 @@ export class Login {
   }
 
   /**
-   * The language and texts for a request (ui_locales of the auth request, or `uiLocales` of a request not
-   * stored, Accept-Language, default).
+   * The language and texts for a request (the picked language, ui_locales of the auth request or
+   * `uiLocales` of a request not stored, Accept-Language, default), with the texts administrators set
+   * for the sign-in's organization (the auth request's), else the instance.
    */
   async translatorFor(
     request: FastifyRequest,
     authRequest?: AuthRequest,
     uiLocales?: string[],
   ): Promise<Translator> {
+    return (await this.languageOf(request, authRequest, uiLocales)).translator;
+  }
+
+  private async languageOf(
+    request: FastifyRequest,
+    authRequest?: AuthRequest,
+    uiLocales?: string[],
+  ): Promise<{ choice: LanguageChoice; translator: Translator }> {
+    const instanceId = this.instanceId(request);
+    const orgId = authRequest?.orgId;
     const choice = await languageSettings(
       (category, context) => this.settings.layers(category, context),
-      this.instanceId(request),
-      authRequest?.orgId,
+      instanceId,
+      orgId,
     );
     const acceptLanguage = request.headers["accept-language"];
-    return translator(
-      chooseLanguage(
-        choice,
-        authRequest?.uiLocales ?? uiLocales ?? [],
-        typeof acceptLanguage === "string" ? acceptLanguage : undefined,
-      ),
+    const lang = chooseLanguage(
+      choice,
+      authRequest?.uiLocales ?? uiLocales ?? [],
+      typeof acceptLanguage === "string" ? acceptLanguage : undefined,
+      pickedLanguage(request),
     );
+    return { choice, translator: await this.textsTranslator(instanceId, orgId, lang) };
+  }
+
+  /** The translator of `lang` with the texts set for the organization (else the instance). */
+  private async textsTranslator(instanceId: string, orgId: string | undefined, lang: string) {
+    const context = orgId
+      ? { type: "org" as const, instanceId, orgId }
+      : { type: "instance" as const, instanceId };
+    const layers = await this.settings.layers(textsCategory(lang), context);
+    if (layers.length === 0) return translator(lang);
+    let made = this.textTranslators.get(layers);
+    if (!made) {
+      const overrides = loginOverrides(layers);
+      made = Object.keys(overrides).length ? withOverrides(translator(lang), overrides) : translator(lang);
+      this.textTranslators.set(layers, made);
+    }
+    return made;
   }
 
   async pageContext(
@@ -215,12 +257,18 @@ export class Login {
     options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[] } = {},
   ): Promise<PageContext> {
     const { authRequest } = options;
+    const language = await this.languageOf(request, authRequest, options.uiLocales);
     return {
-      translator: await this.translatorFor(request, authRequest, options.uiLocales),
+      translator: language.translator,
       instanceName: (await this.instance(request)).name,
       formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
       csrf: options.csrf,
       authRequestId: authRequest?.id,
+      languages: languageLinks(
+        language.choice.allowed,
+        language.translator.lang,
+        returnTarget(request, authRequest?.id),
+      ),
     };
   }
 

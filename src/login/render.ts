@@ -15,6 +15,7 @@ import path from "node:path";
 import { Eta } from "eta";
 import type { FastifyReply } from "fastify";
 import type { Translator } from "./i18n.ts";
+import type { LanguageLink } from "./language-picker.ts";
 
 const here = import.meta.dirname;
 
@@ -73,6 +74,8 @@ export interface PageContext {
   /** Form hidden fields. */
   csrf?: string;
   authRequestId?: string;
+  /** The language picker's links (./language-picker.ts); none: no picker. */
+  languages?: LanguageLink[];
 }
 
 /** The HTML of a template with the page context (title translated by the caller). */
@@ -90,6 +93,7 @@ export function renderHtml(
     cssUrl: STYLESHEET.url,
     csrf: context.csrf,
     authRequestId: context.authRequestId,
+    languages: context.languages ?? [],
   });
 }
 
@@ -123,7 +127,7 @@ export function sendPage(
  * hash) and form posts to `action`'s origin.
  */
 export function renderFormPost(
-  context: Omit<PageContext, "formTargets" | "csrf" | "authRequestId">,
+  context: Omit<PageContext, "formTargets" | "csrf" | "authRequestId" | "languages">,
   action: string,
   fields: Record<string, string>,
 ): { html: string; contentSecurityPolicy: string } {
@@ -145,7 +149,7 @@ export function renderFormPost(
 /** Sends the form_post page. */
 export function sendFormPost(
   reply: FastifyReply,
-  context: Omit<PageContext, "formTargets" | "csrf" | "authRequestId">,
+  context: Omit<PageContext, "formTargets" | "csrf" | "authRequestId" | "languages">,
   action: string,
   fields: Record<string, string>,
 ): FastifyReply {

@@ -16,7 +16,14 @@ import { AttemptFailure, type OutboxLog, OutboxWorker, type RetrySettings } from
 import { activeProvider, type ProviderRow } from "../query/notification-providers.ts";
 import { settingsLayers } from "../query/settings.ts";
 import type { Queryable } from "../storage/database.ts";
-import { MESSAGES, type MessageInput, type MessageType, renderMessage } from "./messages/index.ts";
+import { MessageTextCache } from "../texts/overrides.ts";
+import {
+  MESSAGES,
+  type MessageInput,
+  type MessageType,
+  messageLanguage,
+  renderMessage,
+} from "./messages/index.ts";
 import { type ClaimedMessage, claimMessages, codeContext, MESSAGES_TABLE } from "./outbox.ts";
 import { type NotificationSender, SEND_TIMEOUT_MS } from "./sender.ts";
 import { SmsSendError } from "./sms.ts";
@@ -48,6 +55,11 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
    */
   private readonly sessions = new Map<string, { session: SmtpSession; users: number }>();
   private readonly languageCache = new Map<string, { value: LanguageChoice; until: number }>();
+  /** Administrators' texts of the messages, per organization and language (src/texts). */
+  private readonly texts = new MessageTextCache(
+    (category, context) => settingsLayers(this.db, category, context),
+    LANGUAGES_TTL_MS,
+  );
 
   constructor(
     db: Queryable,
@@ -69,9 +81,10 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
     });
   }
 
-  /** The language settings may have changed (a settings event, or changes this process missed). */
+  /** The language or text settings may have changed (a settings event, or changes this process missed). */
   forgetLanguages(): void {
     this.languageCache.clear();
+    this.texts.forget();
   }
 
   protected async claim(limit: number): Promise<MessageJob[]> {
@@ -178,13 +191,22 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
         expiresIn: Number(row.code_expires_in ?? 0),
       };
     }
+    // the recipient's language, else the default of the language settings, within the allowed ones
+    const language = {
+      preferred: row.language,
+      defaultLanguage: languages?.defaultLanguage ?? "en",
+      allowed: languages?.allowed,
+    };
+    // the texts of the user's organization, else the instance's, in the message's language
+    let texts: Awaited<ReturnType<MessageTextCache["lookup"]>>;
+    try {
+      texts = await this.texts.lookup(row.instance_id, row.org_id ?? undefined, messageLanguage(language));
+    } catch (error) {
+      throw new AttemptFailure(`cannot read the texts: ${(error as Error).message}`, false);
+    }
     const input = {
-      // the recipient's language, else the default of the language settings, within the allowed ones
-      language: {
-        preferred: row.language,
-        defaultLanguage: languages?.defaultLanguage ?? "en",
-        allowed: languages?.allowed,
-      },
+      language,
+      texts,
       origin: row.origin,
       recipient: {
         userId: row.user_id,

@@ -14,6 +14,7 @@ import { sessionsService } from "./sessions/sessions.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
 import { loginSettingsService } from "./settings/login.ts";
+import { textSettingsService } from "./settings/texts.ts";
 import { userGrantsService } from "./user-grants/user_grants.ts";
 import { userSchemasService } from "./user-schemas/service.ts";
 import { usersService } from "./users/users.ts";
@@ -26,6 +27,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     featureSettingsService(deps),
     languageSettingsService(deps),
     loginSettingsService(deps),
+    textSettingsService(deps),
     usersService(deps),
     membershipsService(deps),
     sessionsService(deps),

@@ -40,6 +40,7 @@
  *   POST /ui/login/account/password   each rate-limited per IP (the password also per login name), each
  *   POST /ui/login/account/links/remove  answering 303 to the account page
  *   POST /ui/login/account/signout
+ *   GET  /ui/login/language           the language picker's links: keeps the choice in a cookie (language)
  *
  * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
  * ./idp/) exporting a `Step`, added to STEPS below.
@@ -67,6 +68,7 @@ import { idpRegisterStep } from "./idp/register.ts";
 import { idpStartStep } from "./idp/start.ts";
 import { inviteStep } from "./invite.ts";
 import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
+import { languageStep } from "./language.ts";
 import { loginNameStep } from "./loginname.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
@@ -101,6 +103,7 @@ const STEPS: readonly Step[] = [
   accountPasswordStep,
   accountLinksStep,
   accountSessionsStep,
+  languageStep,
 ];
 
 export async function registerLoginRoutes(app: FastifyInstance, login: Login): Promise<void> {
