@@ -11,6 +11,7 @@ import { notificationsService } from "./notifications/service.ts";
 import { organizationsService } from "./organizations/organizations.ts";
 import { projectsService } from "./projects/service.ts";
 import { sessionsService } from "./sessions/sessions.ts";
+import { brandingSettingsService } from "./settings/branding.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
 import { loginSettingsService } from "./settings/login.ts";
@@ -25,6 +26,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     featureSettingsService(deps),
     languageSettingsService(deps),
     loginSettingsService(deps),
+    brandingSettingsService(deps),
     usersService(deps),
     membershipsService(deps),
     sessionsService(deps),
