@@ -17,6 +17,7 @@ import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
 import { resolveSetting } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
 import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
+import { brandingOf, type PageBranding } from "./branding.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
 import { chooseLanguage, languageSettings, type Translator, translator } from "./i18n.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
@@ -62,7 +63,7 @@ export class Login {
   readonly authRequests: AuthRequestStore;
   completer: AuthRequestCompleter;
   private dummyHash?: Promise<string>;
-  /** The language and login settings the pages read (cached, invalidated by settings events). */
+  /** The language, login and branding settings the pages read (cached, invalidated by settings events). */
   private readonly settings: SettingsLayerCache;
 
   constructor(
@@ -125,6 +126,11 @@ export class Login {
     const layers = await this.settings.layers(LOGIN, context);
     const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
     return resolveSetting<boolean>(layers, name, owner, loginDefaults[name]).value === true;
+  }
+
+  /** The branding of the organization's pages (or the instance's), cached until the settings change. */
+  branding(instanceId: string, orgId: string | undefined): Promise<PageBranding> {
+    return brandingOf(this.settings, instanceId, orgId);
   }
 
   /**
@@ -210,14 +216,24 @@ export class Login {
     );
   }
 
+  /**
+   * What every page needs. Its branding is the sign-in's organization's (the auth request's), else that of
+   * `userOrgId` (the organization of the user the page is for, once known), else the instance's.
+   */
   async pageContext(
     request: FastifyRequest,
-    options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[] } = {},
+    options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[]; userOrgId?: string } = {},
   ): Promise<PageContext> {
     const { authRequest } = options;
+    const [translator, instance, branding] = await Promise.all([
+      this.translatorFor(request, authRequest, options.uiLocales),
+      this.instance(request),
+      this.branding(this.instanceId(request), authRequest?.orgId ?? options.userOrgId),
+    ]);
     return {
-      translator: await this.translatorFor(request, authRequest, options.uiLocales),
-      instanceName: (await this.instance(request)).name,
+      translator,
+      instanceName: instance.name,
+      branding,
       formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
       csrf: options.csrf,
       authRequestId: authRequest?.id,

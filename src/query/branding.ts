@@ -30,10 +30,9 @@ export interface ResolvedBranding {
 
 export function resolveBranding(layers: SettingsLayer[], requested: SettingsOwner): ResolvedBranding {
   const each = <K extends string, T>(keys: readonly K[], fallback: (key: K) => T) =>
-    Object.fromEntries(keys.map((key) => [key, resolveSetting<T>(layers, key, requested, fallback(key))])) as Record<
-      K,
-      Resolved<T>
-    >;
+    Object.fromEntries(
+      keys.map((key) => [key, resolveSetting<T>(layers, key, requested, fallback(key))]),
+    ) as Record<K, Resolved<T>>;
   return {
     colors: each(COLOR_KEYS, (key) => brandingColorDefaults[key]),
     themeMode: resolveSetting<ThemeMode>(layers, "theme_mode", requested, themeModeDefault),
@@ -46,7 +45,8 @@ export function resolveBranding(layers: SettingsLayer[], requested: SettingsOwne
 export const isBranded = (layers: SettingsLayer[]) => layers.some((l) => Object.keys(l.values).length > 0);
 
 /** The path of an instance's assets. */
-export const assetsPrefix = (instanceId: string) => `/assets/v3alpha/instances/${encodeURIComponent(instanceId)}`;
+export const assetsPrefix = (instanceId: string) =>
+  `/assets/v3alpha/instances/${encodeURIComponent(instanceId)}`;
 
 /** Where an image is served: the instance's, named by its SHA-256 (so it is cacheable forever). */
 export function imagePath(instanceId: string, image: StoredImage): string {

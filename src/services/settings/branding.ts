@@ -23,7 +23,10 @@ import {
   SetBrandingSettingsResponseSchema,
   ThemeMode,
 } from "../../gen/platform/settings/branding/v3alpha/branding_service_pb.ts";
-import { ResolvedBoolSchema, ResolvedStringSchema } from "../../gen/platform/settings/object/v3alpha/object_pb.ts";
+import {
+  ResolvedBoolSchema,
+  ResolvedStringSchema,
+} from "../../gen/platform/settings/object/v3alpha/object_pb.ts";
 import { imagePath, resolveBranding } from "../../query/branding.ts";
 import { ownerOf, ownVersion, settingsInstanceId, settingsLayers } from "../../query/settings.ts";
 import { authorize } from "../call.ts";
@@ -49,7 +52,10 @@ function changeOf(settings: SetBrandingSettings | undefined) {
   const images: Partial<Record<ImageKey, NewImage>> = {};
   const reset: string[] = [];
   if (!settings) return { set, images, reset };
-  const given = settings as unknown as Record<string, { value: { case?: string; value?: unknown } } | undefined>;
+  const given = settings as unknown as Record<
+    string,
+    { value: { case?: string; value?: unknown } } | undefined
+  >;
   for (const key of COLOR_KEYS) {
     const value = given[camel(key)]?.value;
     if (value?.case === "reset") reset.push(key);
@@ -124,7 +130,10 @@ export function brandingSettingsService(deps: ServiceDeps) {
       const string = (value: string, from: typeof branding.themeMode.owner) =>
         create(ResolvedStringSchema, { value, owner: from && toOwner(from) });
       const bool = (resolved: { value: boolean; owner?: typeof branding.themeMode.owner }) =>
-        create(ResolvedBoolSchema, { value: resolved.value, owner: resolved.owner && toOwner(resolved.owner) });
+        create(ResolvedBoolSchema, {
+          value: resolved.value,
+          owner: resolved.owner && toOwner(resolved.owner),
+        });
       const url = (key: ImageKey) => {
         const image = branding.images[key];
         return string(image.value ? imagePath(instanceId, image.value) : "", image.owner);
