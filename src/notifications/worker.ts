@@ -18,6 +18,7 @@ import type { Metrics } from "../metrics/metrics.ts";
 import { activeProvider, type ProviderRow } from "../query/notification-providers.ts";
 import { settingsLayers } from "../query/settings.ts";
 import type { Queryable } from "../storage/database.ts";
+import { MessageBrandings } from "./branding.ts";
 import { MESSAGES, type MessageInput, type MessageType, renderMessage } from "./messages/index.ts";
 import {
   type ClaimedMessage,
@@ -86,6 +87,8 @@ export class MessageWorker {
    */
   private readonly sessions = new Map<string, { session: SmtpSession; users: number }>();
   private readonly languageCache = new Map<string, { value: LanguageChoice; until: number }>();
+  /** The organizations' colours and logos of the e-mails. */
+  private readonly brandings: MessageBrandings;
 
   constructor(
     private readonly db: Queryable,
@@ -95,15 +98,18 @@ export class MessageWorker {
     private readonly log: MessageWorkerLog,
     readonly processId: string,
     private readonly metrics?: Metrics,
-  ) {}
+  ) {
+    this.brandings = new MessageBrandings(db);
+  }
 
   start(): void {
     this.loop ??= this.run();
   }
 
-  /** The language settings may have changed (a settings event, or changes this process missed). */
+  /** The language and branding settings may have changed (a settings event, or changes this process missed). */
   forgetLanguages(): void {
     this.languageCache.clear();
+    this.brandings.forget();
   }
 
   /** Something may be due now. */
@@ -305,6 +311,15 @@ export class MessageWorker {
     });
   }
 
+  /** The colours and logo of the recipient's organization (a failed read is a failed attempt). */
+  private async brandingOf(row: ClaimedMessage) {
+    try {
+      return await this.brandings.of(row.instance_id, row.org_id ?? undefined, row.origin);
+    } catch (error) {
+      throw new SendFailure(`cannot read the branding settings: ${(error as Error).message}`, false);
+    }
+  }
+
   /** Renders and sends the message; throws a SendFailure when it was not sent. */
   private async send(
     row: ClaimedMessage,
@@ -343,6 +358,7 @@ export class MessageWorker {
       },
       orgName: row.org_name ?? "",
       instanceName: row.instance_name ?? "",
+      branding: kind === "smtp" ? await this.brandingOf(row) : undefined,
       ...code,
     } as MessageInput<typeof type>;
     const rendered = renderMessage(type, input);
