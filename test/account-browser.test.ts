@@ -1,25 +1,28 @@
 /**
  * The account page's forms in Debian's Chromium (playwright-core): each form's success and failure as a
- * person meets them, what they store (read back through the users API), the refusals (no CSRF token,
- * another browser's account), and axe-core on every state in light and dark mode. The HTTP-level details
- * are in src/login/account.test.ts.
+ * person meets them (the e-mail change's code arrives at a real SMTP server), what they store (read back
+ * through the users API), the refusals (no CSRF token, another browser's account), and axe-core on every
+ * state in light and dark mode. The HTTP-level details are in src/login/account.test.ts.
  *
  * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { addIdpLinkEvents, foldUser } from "../src/domain/user/commands.ts";
+import { foldUser } from "../src/domain/user/commands.ts";
 import { USER } from "../src/domain/user/events.ts";
+import { addIdpLinkEvents } from "../src/domain/user/idp-links.ts";
 import { addMachineUser, eventCount, restClient } from "./helpers.ts";
 import { addHuman, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
 import { axeViolations, launchChromium, PASSWORD, watchProblems } from "./login-browser.ts";
+import { type SmtpReceiver, startSmtpReceiver } from "./smtp-receiver.ts";
 
 const USERS = "/resources/v3alpha/users";
 
 let platform: LoginTestPlatform;
 let browser: Browser;
 let owner: string;
+let smtp: SmtpReceiver;
 const rest = restClient(
   () => platform,
   () => owner,
@@ -31,11 +34,19 @@ before(async () => {
     username: "owner",
     membership: { contextType: "instance", roles: ["IAM_OWNER"] },
   }));
+  smtp = await startSmtpReceiver({});
+  const mail = await rest("POST", "/resources/v3alpha/smtp_providers", {
+    json: { description: "mail", sender_address: "noreply@example.com", host: `127.0.0.1:${smtp.port}` },
+  });
+  assert.equal(mail.status, 201, mail.text);
+  const activated = await rest("POST", `/resources/v3alpha/smtp_providers/${mail.json.details.id}/_activate`);
+  assert.equal(activated.status, 200, activated.text);
 });
 
 after(async () => {
   await browser?.close();
   await platform?.stop();
+  await smtp?.close();
 });
 
 async function signedInPage(loginName: string) {
@@ -99,6 +110,85 @@ describe("account page in Chromium", () => {
       [profile.given_name, profile.nick_name, profile.preferred_language],
       ["Olivia", "Olly", "de"],
     );
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("changes the e-mail address and verifies it with the mailed code; a wrong code is a field error", async () => {
+    const id = await addHuman(platform, "odile", PASSWORD, { givenName: "Odile", familyName: "Roy" });
+    const { context, page, problems } = await signedInPage("odile");
+    assert.equal(await page.locator("#email-status").textContent(), "Current: odile@example.com (verified)");
+    const address = page.getByLabel("E-mail address");
+    assert.equal(await address.getAttribute("aria-describedby"), "email-status");
+
+    await address.fill("odile@");
+    await page.getByRole("button", { name: "Change e-mail address" }).click();
+    await page.locator("#email-form-error").waitFor();
+    assert.equal(await address.getAttribute("aria-invalid"), "true");
+    assert.equal(await address.getAttribute("aria-describedby"), "email-error email-status");
+    assert.ok(
+      await address.evaluate((el) => el === el.ownerDocument.activeElement),
+      "the invalid field has the focus",
+    );
+    const failures = await axe(page, "e-mail error");
+
+    await address.fill("odile@new.example");
+    await page.getByRole("button", { name: "Change e-mail address" }).click();
+    await page.locator("#email-title ~ .notice").waitFor();
+    assert.match((await page.locator(".notice").textContent()) ?? "", /We sent a code to the new address/);
+    assert.equal(
+      await page.locator("#email-status").textContent(),
+      "Current: odile@new.example (not verified)",
+    );
+    failures.push(...(await axe(page, "e-mail unverified, with its code form")));
+    let mail: (typeof smtp.received)[number] | undefined;
+    for (let i = 0; i < 400 && !mail; i++) {
+      mail = smtp.received.find((m) => m.envelope.to.includes("odile@new.example"));
+      if (!mail) await new Promise((r) => setTimeout(r, 25));
+    }
+    const code = /[?&]code=([A-Z2-9]{8})/.exec(mail?.mail.text ?? "")?.[1];
+    assert.ok(code, "a code mailed to the new address");
+
+    const codeField = page.getByLabel("Code", { exact: true });
+    await codeField.fill("WRONG234");
+    await page.getByRole("button", { name: "Verify e-mail address" }).click();
+    await page.locator("#emailCode-error").waitFor();
+    assert.match((await page.locator("#emailCode-error").textContent()) ?? "", /wrong or has expired/);
+    assert.equal(
+      await page.getByLabel("Code", { exact: true }).getAttribute("aria-describedby"),
+      "emailCode-error emailCode-help",
+    );
+    failures.push(...(await axe(page, "wrong code")));
+    assert.equal((await userOf(id)).human.email.is_verified ?? false, false);
+
+    await page.getByLabel("Code", { exact: true }).fill(code);
+    await page.getByRole("button", { name: "Verify e-mail address" }).click();
+    await page.locator("#email-title ~ .notice").waitFor();
+    assert.equal(await page.locator(".notice").textContent(), "Your e-mail address is verified.");
+    assert.equal(await page.locator("#email-status").textContent(), "Current: odile@new.example (verified)");
+    assert.equal(await page.getByLabel("Code", { exact: true }).count(), 0, "no code form once verified");
+    failures.push(...(await axe(page, "e-mail verified")));
+    const email = (await userOf(id)).human.email;
+    assert.deepEqual([email.address, email.is_verified], ["odile@new.example", true]);
+
+    // a phone number without an SMS provider: saved, and the page says no code could be sent
+    await page.getByLabel("Phone number (optional)").fill("+41 79 555 12 34");
+    await page.getByRole("button", { name: "Save phone number" }).click();
+    await page.locator("#phone-form-error").waitFor();
+    assert.match(
+      (await page.locator("#phone-form-error").textContent()) ?? "",
+      /sending text messages is not set up/,
+    );
+    assert.equal(
+      await page.locator("#phone-status").textContent(),
+      "Current: +41 79 555 12 34 (not verified)",
+    );
+    failures.push(...(await axe(page, "phone unverified, with its code and remove forms")));
+    await page.getByRole("button", { name: "Remove phone number" }).click();
+    await page.locator("#phone-title ~ .notice").waitFor();
+    assert.equal(await page.locator(".notice").textContent(), "Your phone number was removed.");
+    assert.equal((await userOf(id)).human.phone, undefined);
     assert.deepEqual(failures, []);
     assert.deepEqual(problems, []);
     await context.close();

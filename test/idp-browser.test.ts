@@ -24,6 +24,7 @@ import {
   startClientApp,
   watchProblems,
 } from "./login-browser.ts";
+import { startSmtpReceiver } from "./smtp-receiver.ts";
 
 let federation: Federation;
 let platform: TestPlatform;
@@ -275,6 +276,86 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     assert.deepEqual(problems, []);
     await context.close();
     await second.close();
+  });
+
+  it("registration with an e-mail address the provider did not verify: VERIFY_EMAIL, and its page before the sign-in completes", async () => {
+    const smtp = await startSmtpReceiver({});
+    const created = await rest()("POST", "/resources/v3alpha/smtp_providers", {
+      json: { description: "mail", sender_address: "noreply@example.com", host: `127.0.0.1:${smtp.port}` },
+    });
+    assert.equal(created.status, 201, created.text);
+    const smtpProvider = `/resources/v3alpha/smtp_providers/${created.json.details.id}`;
+    assert.equal((await rest()("POST", `${smtpProvider}/_activate`)).status, 200);
+    const codeTo = async (address: string) => {
+      for (let i = 0; i < 400; i++) {
+        const mail = smtp.received.find((m) => m.envelope.to.includes(address));
+        const code = /[?&]code=([A-Z2-9]{8})/.exec(mail?.mail.text ?? "")?.[1];
+        if (code) return code;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      assert.fail(`no code mailed to ${address}`);
+    };
+    try {
+      await addProvider("Upstream Unverified", { isAutoCreation: true, isManualCreationAllowed: true });
+      await addUpstreamHuman("vera", { givenName: "Vera", familyName: "Novak", emailVerified: false });
+      const { context, page, problems } = await newPage();
+      const request = await authorization();
+      await page.goto(request.url);
+      await page.getByRole("link", { name: "Continue with Upstream Unverified" }).click();
+      await signInUpstream(page, "vera");
+      // auto creation: the verification page, as after a local registration
+      await page.waitForURL(`${platform.url}/ui/login/verify-email?**`);
+      assert.equal(await heading(page), "Verify your e-mail address");
+      assert.match(
+        (await page.locator("main").textContent()) ?? "",
+        /Enter the code we sent to vera@upstream\.test/,
+      );
+      const failures = await accessibility(page, "verification after a provider's registration");
+      await page.getByLabel("Code").fill("WRONG234");
+      await page.getByRole("button", { name: "Verify" }).click();
+      await page.locator("#code-error").waitFor();
+      await page.getByLabel("Code").fill(await codeTo("vera@upstream.test"));
+      await page.getByRole("button", { name: "Verify" }).click();
+      const { userinfo } = await request.redeem(page);
+      assert.equal(userinfo.email, "vera@upstream.test");
+      assert.equal(userinfo.email_verified, true, "verified with the code");
+
+      // the provider's verified address, edited on the registration form: unverified here, its code sent
+      await addProvider("Upstream Form", { isManualCreationAllowed: true });
+      await addUpstreamHuman("wanda", { givenName: "Wanda", familyName: "Maximoff" });
+      const { context: second, page: form } = await newPage();
+      const other = await authorization();
+      await form.goto(other.url);
+      await form.getByRole("link", { name: "Continue with Upstream Form" }).click();
+      await signInUpstream(form, "wanda");
+      await form.waitForURL(`${platform.url}/ui/login/idp/register?**`);
+      await form.getByLabel("E-mail address").fill("wanda@elsewhere.example");
+      await form.getByRole("button", { name: "Create account" }).click();
+      await form.waitForURL(`${platform.url}/ui/login/verify-email?**`);
+      assert.ok((await codeTo("wanda@elsewhere.example")).length === 8);
+      // the sign-in may go on without the code: the address stays unverified
+      await form.getByRole("link", { name: "Skip for now" }).click();
+      const skipped = await other.redeem(form);
+      assert.equal(skipped.userinfo.email, "wanda@elsewhere.example");
+      assert.equal(skipped.userinfo.email_verified, false);
+
+      // the provider's address, asserted verified: nothing sent, no verification page
+      await addUpstreamHuman("xena", { givenName: "Xena", familyName: "Warrior" });
+      const { context: third, page: direct } = await newPage();
+      const verified = await authorization();
+      await direct.goto(verified.url);
+      await direct.getByRole("link", { name: "Continue with Upstream Unverified" }).click();
+      await signInUpstream(direct, "xena");
+      assert.equal((await verified.redeem(direct)).userinfo.email_verified, true);
+      await new Promise((r) => setTimeout(r, 700)); // what the outbox would send by now
+      assert.equal(smtp.received.filter((m) => m.envelope.to.includes("xena@upstream.test")).length, 0);
+      assert.deepEqual(failures, []);
+      assert.deepEqual(problems, []);
+      await Promise.all([context.close(), second.close(), third.close()]);
+    } finally {
+      await rest()("POST", `${smtpProvider}/_deactivate`);
+      await smtp.close();
+    }
   });
 
   it("auto update: names and e-mail follow the provider at each sign-in", async () => {

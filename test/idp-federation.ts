@@ -58,10 +58,13 @@ export interface Federation {
   shop: { clientId: string; config: client.Configuration };
   /** The REST client of the Platform under test, as its owner. */
   rest: RestCall;
-  /** A person at the external provider (a human of the second instance); answers the user ID there. */
+  /**
+   * A person at the external provider (a human of the second instance; its e-mail address verified unless
+   * `emailVerified` is false); answers the user ID there.
+   */
   addUpstreamHuman(
     username: string,
-    profile: { givenName: string; familyName: string; email?: string },
+    profile: { givenName: string; familyName: string; email?: string; emailVerified?: boolean },
   ): Promise<string>;
   /**
    * An identity provider of the Platform under test for the second instance's app, made through the
@@ -144,7 +147,7 @@ export async function startFederation(app: ClientApp): Promise<Federation> {
 
   async function addUpstreamHuman(
     username: string,
-    profile: { givenName: string; familyName: string; email?: string },
+    profile: { givenName: string; familyName: string; email?: string; emailVerified?: boolean },
   ): Promise<string> {
     const userId = newId();
     await platform.eventStore.push({ instanceId: upstream.instanceId, creator: "test" }, async () => [
@@ -155,7 +158,10 @@ export async function startFederation(app: ClientApp): Promise<Federation> {
           family_name: profile.familyName,
           display_name: `${profile.givenName} ${profile.familyName}`,
         },
-        email: { address: profile.email ?? `${username}@upstream.test`, is_verified: true },
+        email: {
+          address: profile.email ?? `${username}@upstream.test`,
+          is_verified: profile.emailVerified ?? true,
+        },
         password_hash: await hashPassword(PASSWORD),
       }),
     ]);

@@ -1,6 +1,6 @@
 /**
  * Chromium walk through the login pages of e-mailed codes (password reset, e-mail verification,
- * invitation), for test/login-codes-browser.test.ts (axe-core on each) and `npm run screenshots`. The
+ * invitation, a new address on the account page), for test/login-codes-browser.test.ts (axe-core on each) and `npm run screenshots`. The
  * codes arrive as they do in production: the platform's outbox sends them through an active SMTP provider
  * to a real SMTP server here (test/smtp-receiver.ts), and the walk opens the links of the messages.
  */
@@ -24,6 +24,7 @@ export type CodePageName =
   | "verify-email"
   | "verify-email-done"
   | "invite"
+  | "account-email-code"
   | "email-unavailable";
 
 /** Mail for the walk and the tests: an SMTP server, an active provider sending to it, an administrator. */
@@ -89,7 +90,8 @@ export async function inviteUser(mail: WalkMail, username: string): Promise<stri
  * Walks through the pages of the codes in fresh contexts of `browser` with `options` and calls `visit`
  * on each: a reset of `resetUser` (a user with PASSWORD and an e-mail address `<name>@example.com`; its
  * password ends as NEW_PASSWORD), a registration of `newUser` with its verification, an invitation of
- * `invitedUser`, and a reset while no SMTP provider is active.
+ * `invitedUser` who then gives a new e-mail address on the account page, and a reset while no SMTP
+ * provider is active.
  */
 export async function visitCodePages(
   platform: LoginTestPlatform,
@@ -183,6 +185,12 @@ export async function visitCodePages(
       await invitePage.getByLabel("Confirm new password").fill(NEW_PASSWORD);
       await invitePage.getByRole("button", { name: "Set password and sign in" }).click();
       await heading(/Your account/, invitePage);
+      // there, a new e-mail address: unverified, its code mailed, the code's form shown
+      await invitePage.getByLabel("E-mail address").fill(`${names.invitedUser}@new.example`);
+      await invitePage.getByRole("button", { name: "Change e-mail address" }).click();
+      await invitePage.locator("#email-title ~ .notice").waitFor();
+      await mail.linkTo(`${names.invitedUser}@new.example`, "/ui/login/verify-email");
+      await visit("account-email-code", invitePage);
     } finally {
       await inviteContext.close();
     }

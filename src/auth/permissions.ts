@@ -4,7 +4,8 @@
  *
  * Instance roles apply in the instance and every organization and project in it; organization roles only
  * in their organization (and its projects); project roles only in their project. Actions, executions,
- * feature flags, web keys (the instance's signing keys) and notification providers (`iam.notification.*`) are
+ * feature flags, web keys (the instance's signing keys), notification providers (`iam.notification.*`) and user
+ * schemas (`userschema.*`) are
  * instance-wide: no organization or project
  * role grants them.
  *
@@ -77,6 +78,9 @@ export const permissions = [
   "iam.notification.read",
   "iam.notification.write",
   "iam.notification.delete",
+  "userschema.read",
+  "userschema.write",
+  "userschema.delete",
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -92,6 +96,7 @@ const instanceWide = (p: Permission) =>
   p.startsWith("feature.") ||
   p.startsWith("instance.") ||
   p.startsWith("web_key.") ||
+  p.startsWith("userschema.") ||
   p.startsWith("iam.");
 const orgScoped = granted(permissions.filter((p) => !instanceWide(p)));
 const matching = (...prefixes: string[]): Permission[] =>
@@ -149,7 +154,7 @@ export const rolesByContext = { instance: InstanceRoles, org: OrgRoles, project:
 
 /**
  * The permissions a set of roles grants. Every authorized call asks this of its caller's roles (IAM_OWNER
- * alone grants 52), so each combination's set is built once and shared: callers must not change
+ * alone grants 58), so each combination's set is built once and shared: callers must not change
  * it. Role combinations are few (the roles of a membership); the memo is emptied should it grow past 256.
  */
 export function permissionsOf(roles: readonly string[]): ReadonlySet<Permission> {

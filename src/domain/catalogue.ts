@@ -13,6 +13,7 @@ import { PROJECT, ProjectEvent } from "./project/events.ts";
 import { SESSION, SessionEvent } from "./session/events.ts";
 import { SETTINGS, SettingsEvent } from "./settings/events.ts";
 import { USER, UserEvent } from "./user/events.ts";
+import { USER_SCHEMA, UserSchemaEvent } from "./user-schema/events.ts";
 import { USER_GRANT, UserGrantEvent } from "./usergrant/events.ts";
 import { WEB_KEY, WebKeyEvent } from "./web-key/events.ts";
 
@@ -34,6 +35,7 @@ export const eventCatalogue: ReadonlyMap<string, readonly string[]> = new Map(
       [WEB_KEY, WebKeyEvent],
       [SMTP_PROVIDER, SmtpProviderEvent],
       [SMS_PROVIDER, SmsProviderEvent],
+      [USER_SCHEMA, UserSchemaEvent],
     ] as const
   ).map(([aggregate, events]) => [aggregate, Object.values(events) as string[]]),
 );

@@ -91,7 +91,7 @@ export function createExecutions(options: {
     worker,
     interceptor: (identify) => executionInterceptor(engine, identify),
     listen(listener) {
-      listener.channel(DELIVERY_CHANNEL, { notified: () => worker.wake(), connected: () => worker.wake() });
+      worker.listen(listener, DELIVERY_CHANNEL);
     },
     start() {
       worker.start();

@@ -16,6 +16,7 @@ import { withoutSecrets } from "../domain/redaction.ts";
 import type { AppendHook } from "../eventstore/eventstore.ts";
 import type { StoredEvent } from "../eventstore/types.ts";
 import { newId } from "../id.ts";
+import { notifyWorkers } from "../outbox/table.ts";
 import type { Queryable } from "../storage/database.ts";
 import { insertDeliveries, type NewDelivery } from "./deliveries.ts";
 import { type ExecutionLookup, resolveTargets } from "./lookup.ts";
@@ -73,7 +74,7 @@ export function outboxHook(options: OutboxOptions): AppendHook {
     }
     if (rows.length === 0) return;
     await insertDeliveries(tx, rows);
-    if (options.notify) await tx.query("SELECT pg_notify($1, '')", [DELIVERY_CHANNEL]);
+    if (options.notify) await notifyWorkers(tx, DELIVERY_CHANNEL);
     options.queued([...new Set(rows.map((r) => r.eventPosition))]);
   };
 }

@@ -3,7 +3,7 @@ import { createHmac } from "node:crypto";
 import { describe, it } from "node:test";
 import { loadConfig } from "../config.ts";
 import { withoutSecrets } from "../domain/redaction.ts";
-import { MAX_RETRY_DELAY_MS, retryDelayMs } from "./deliveries.ts";
+import { MAX_RETRY_DELAY_MS, retryDelayMs } from "../outbox/table.ts";
 import { eventBody } from "./outbox.ts";
 import { signatureHeader, verifySignature } from "./signing.ts";
 

@@ -1,9 +1,12 @@
 /**
- * The account page's forms over HTTP (Chromium runs them in test/login-ui.test.ts): profile, password,
- * links to identity providers and signing one account out; what each stores (read back through the users
- * API), the events' creator, CSRF, and that a form only ever reaches the browser's own live session.
+ * The account page's forms over HTTP (Chromium runs them in test/account-browser.test.ts): profile, e-mail
+ * and phone with their codes (a real SMTP server and an SMS gateway receive them), password, links to
+ * identity providers and signing one account out; what each stores (read back through the users API), the
+ * events' creator, CSRF, and that a form only ever reaches the browser's own live session.
  */
 import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { addMachineUser, eventCount, restClient } from "../../test/helpers.ts";
 import {
@@ -14,10 +17,12 @@ import {
   type LoginTestPlatform,
   startLoginPlatform,
 } from "../../test/login.ts";
+import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { createSession, terminateSession } from "../domain/session/commands.ts";
-import { addHumanEvent, addIdpLinkEvents, foldUser } from "../domain/user/commands.ts";
+import { addHumanEvent, foldUser } from "../domain/user/commands.ts";
 import { USER } from "../domain/user/events.ts";
+import { addIdpLinkEvents } from "../domain/user/idp-links.ts";
 import { newId } from "../id.ts";
 
 const PASSWORD = "Secret-Passw0rd!";
@@ -341,5 +346,311 @@ describe("account page rate limits", () => {
     assert.match(limited.text, /Too many attempts/);
     assert.match(limited.text, /href="\/"/);
     assert.ok(Number(limited.headers.get("retry-after")) > 0);
+  });
+});
+
+describe("account page: e-mail address and phone number", () => {
+  let platform: LoginTestPlatform;
+  let smtp: SmtpReceiver;
+  let gateway: http.Server;
+  let instanceId: string;
+  let owner: string;
+  let smtpProvider: string;
+  /** The SMS gateway's posts (VERIFY_PHONE messages). */
+  const sms: { recipient: string; text: string; type: string }[] = [];
+  const rest = restClient(
+    () => platform,
+    () => owner,
+  );
+
+  before(async () => {
+    smtp = await startSmtpReceiver({});
+    gateway = http.createServer((req, res) => {
+      let raw = "";
+      req.on("data", (d) => (raw += d));
+      req.on("end", () => {
+        const body = JSON.parse(raw);
+        sms.push({ recipient: body.recipient, text: String(body.text), type: body.message_type });
+        res.writeHead(202).end();
+      });
+    });
+    await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", r));
+    platform = await startLoginPlatform();
+    instanceId = platform.bootstrapResult!.instanceId;
+    ({ token: owner } = await addMachineUser(platform, {
+      username: "owner",
+      membership: { contextType: "instance", roles: ["IAM_OWNER"] },
+    }));
+    const mail = await rest("POST", "/resources/v3alpha/smtp_providers", {
+      json: { description: "mail", sender_address: "noreply@example.com", host: `127.0.0.1:${smtp.port}` },
+    });
+    assert.equal(mail.status, 201, mail.text);
+    smtpProvider = mail.json.details.id;
+    assert.equal(
+      (await rest("POST", `/resources/v3alpha/smtp_providers/${smtpProvider}/_activate`)).status,
+      200,
+    );
+    const port = (gateway.address() as AddressInfo).port;
+    const text = await rest("POST", "/resources/v3alpha/sms_providers", {
+      json: { description: "gateway", http: { endpoint: `http://127.0.0.1:${port}/send` } },
+    });
+    assert.equal(text.status, 201, text.text);
+    const smsProvider = text.json.details.id;
+    assert.equal(
+      (await rest("POST", `/resources/v3alpha/sms_providers/${smsProvider}/_activate`)).status,
+      200,
+    );
+  });
+  after(async () => {
+    await platform.stop();
+    await smtp.close();
+    await new Promise((r) => gateway.close(r));
+  });
+
+  async function signedIn(loginName: string) {
+    const browser = new HttpBrowser(platform.url);
+    const loginPage = await browser.follow("/ui/login/loginname");
+    const passwordPage = await browser.submit(loginPage, "/ui/login/loginname", { loginName });
+    const page = await browser.submit(passwordPage, "/ui/login/password", { password: PASSWORD });
+    assert.match(page.text, /<h1 id="page-title">Your account<\/h1>/);
+    return { browser, page };
+  }
+  const human = async (id: string) => (await rest("GET", `${USERS}/${id}`)).json.user.human;
+  const fieldError = (html: string, name: string) =>
+    new RegExp(`<p class="field-error" id="${name}-error">([^<]*)</p>`).exec(html)?.[1];
+  const notice = (html: string) => /<div class="notice" role="status">([^<]*)<\/div>/.exec(html)?.[1];
+  const countOf = async (userId: string, type: string) =>
+    (
+      await platform.db.query<{ creator: string }>(
+        "SELECT creator FROM events WHERE instance_id = $1 AND aggregate_id = $2 AND event_type = $3",
+        [instanceId, userId, type],
+      )
+    ).map((r) => r.creator);
+  /** The code of the `skip`th VERIFY_EMAIL message to `address` (from its link), waited for. */
+  const mailedCode = async (address: string, skip = 0) => {
+    for (let i = 0; i < 400; i++) {
+      const mails = smtp.received.filter(
+        (m) => m.envelope.to.includes(address) && (m.mail.text ?? "").includes("/ui/login/verify-email?"),
+      );
+      if (mails.length > skip) {
+        const link = /https?:\/\/\S+\/ui\/login\/verify-email\?\S+/.exec(mails[skip].mail.text ?? "")![0];
+        const url = new URL(link);
+        return { code: url.searchParams.get("code")!, path: `${url.pathname}${url.search}` };
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.fail(`no VERIFY_EMAIL message to ${address}`);
+  };
+  const textedCode = async (number: string) => {
+    for (let i = 0; i < 400; i++) {
+      const found = sms.find((m) => m.recipient === number && m.type === "verify_phone");
+      if (found) return /\b(\d{6})\b/.exec(found.text)![1];
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.fail(`no VERIFY_PHONE message to ${number}`);
+  };
+
+  it("changes the e-mail address: unverified, a code mailed to the new address; a wrong code changes nothing, the right one verifies", async () => {
+    const id = await addHuman(platform, "emma", PASSWORD);
+    const { browser, page } = await signedIn("emma");
+    assert.match(page.text, /Current: emma@example\.com \(verified\)/);
+    assert.doesNotMatch(
+      page.text,
+      /action="\/ui\/login\/account\/email\/verify"/,
+      "a verified address has no code form",
+    );
+    const changed = await browser.submit(page, "/ui/login/account/email", { email: "emma@new.example" });
+    assert.match(notice(changed.text) ?? "", /e-mail address was changed\. We sent a code/);
+    assert.match(changed.text, /Current: emma@new\.example \(not verified\)/);
+    assert.deepEqual(
+      [(await human(id)).email.address, (await human(id)).email.is_verified ?? false],
+      ["emma@new.example", false],
+    );
+    assert.deepEqual(await countOf(id, "user.changed"), [id], "the user is the creator");
+    const { code } = await mailedCode("emma@new.example");
+    assert.match(code, /^[A-Z2-9]{8}$/);
+
+    const wrong = await browser.submit(changed, "/ui/login/account/email/verify", { emailCode: "WRONG234" });
+    assert.equal(alertOf(wrong.text), "Please correct the marked fields.");
+    assert.equal(
+      fieldError(wrong.text, "emailCode"),
+      "This code is wrong or has expired. Check the code, or ask for a new one.",
+    );
+    assert.match(
+      wrong.text,
+      /id="emailCode"[^>]*aria-describedby="emailCode-error emailCode-help"[^>]*aria-invalid="true"/,
+    );
+    assert.equal((await human(id)).email.is_verified ?? false, false);
+    assert.equal((await countOf(id, "user.human.email.code.check.failed")).length, 1, "the wrong try counts");
+
+    const empty = await browser.submit(wrong, "/ui/login/account/email/verify", { emailCode: "" });
+    assert.equal(fieldError(empty.text, "emailCode"), "This field is required.");
+
+    const verified = await browser.submit(empty, "/ui/login/account/email/verify", {
+      emailCode: code.toLowerCase().replace(/(....)/, "$1 "), // as typed: spaces and lower case are fine
+    });
+    assert.equal(notice(verified.text), "Your e-mail address is verified.");
+    assert.match(verified.text, /Current: emma@new\.example \(verified\)/);
+    assert.equal((await human(id)).email.is_verified, true);
+    assert.deepEqual(await countOf(id, "user.human.email.verified"), [id]);
+  });
+
+  it("refuses an invalid or empty address and stores nothing; the same address again changes nothing", async () => {
+    const id = await addHuman(platform, "eric", PASSWORD);
+    const { browser, page } = await signedIn("eric");
+    const before = await eventCount(platform);
+    const invalid = await browser.submit(page, "/ui/login/account/email", { email: "not an address" });
+    assert.equal(alertOf(invalid.text), "Please correct the marked fields.");
+    assert.equal(fieldError(invalid.text, "email"), "Enter an e-mail address such as name@example.com.");
+    assert.match(
+      invalid.text,
+      /id="email"[^>]*value="not an address"[^>]*aria-describedby="email-error email-status"/,
+    );
+    const empty = await browser.submit(invalid, "/ui/login/account/email", { email: "" });
+    assert.equal(
+      fieldError(empty.text, "email"),
+      "This field is required.",
+      "the e-mail address cannot be removed",
+    );
+    const phone = await browser.submit(empty, "/ui/login/account/phone", { phone: "call me" });
+    assert.equal(fieldError(phone.text, "phone"), "Enter a phone number such as +41 79 123 45 67.");
+    const same = await browser.submit(phone, "/ui/login/account/email", { email: "eric@example.com" });
+    assert.equal(notice(same.text), "This is already your address: nothing was changed.");
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    assert.equal((await human(id)).email.is_verified, true);
+  });
+
+  it("another user's code does not verify; five wrong tries invalidate the code", async () => {
+    await addHuman(platform, "fabio", PASSWORD);
+    const gina = await addHuman(platform, "gina", PASSWORD);
+    const fabio = await signedIn("fabio");
+    const ginaIn = await signedIn("gina");
+    await fabio.browser.submit(fabio.page, "/ui/login/account/email", { email: "fabio@new.example" });
+    let page = await ginaIn.browser.submit(ginaIn.page, "/ui/login/account/email", {
+      email: "gina@new.example",
+    });
+    const fabioCode = (await mailedCode("fabio@new.example")).code;
+    const ginaCode = (await mailedCode("gina@new.example")).code;
+    page = await ginaIn.browser.submit(page, "/ui/login/account/email/verify", { emailCode: fabioCode });
+    assert.match(fieldError(page.text, "emailCode") ?? "", /wrong or has expired/);
+    for (let i = 0; i < 4; i++)
+      page = await ginaIn.browser.submit(page, "/ui/login/account/email/verify", {
+        emailCode: `WRONG${i}22`,
+      });
+    // five wrong tries: the right code no longer works
+    page = await ginaIn.browser.submit(page, "/ui/login/account/email/verify", { emailCode: ginaCode });
+    assert.match(fieldError(page.text, "emailCode") ?? "", /wrong or has expired/);
+    assert.equal((await human(gina)).email.is_verified ?? false, false);
+    // a new code works
+    page = await ginaIn.browser.submit(page, "/ui/login/account/email/code", {});
+    assert.equal(notice(page.text), "We sent you a new code. Earlier codes no longer work.");
+    const fresh = (await mailedCode("gina@new.example", 1)).code;
+    page = await ginaIn.browser.submit(page, "/ui/login/account/email/verify", { emailCode: fresh });
+    assert.equal(notice(page.text), "Your e-mail address is verified.");
+  });
+
+  it("more than three codes a minute: a clear message, no error page", async () => {
+    const id = await addHuman(platform, "hugo", PASSWORD);
+    const { browser, page } = await signedIn("hugo");
+    let shown = await browser.submit(page, "/ui/login/account/email", { email: "hugo@new.example" }); // 1
+    shown = await browser.submit(shown, "/ui/login/account/email/code", {}); // 2
+    shown = await browser.submit(shown, "/ui/login/account/email/code", {}); // 3
+    assert.equal(notice(shown.text), "We sent you a new code. Earlier codes no longer work.");
+    const limited = await browser.submit(shown, "/ui/login/account/email/code", {});
+    assert.equal(limited.status, 200);
+    assert.equal(alertOf(limited.text), "Too many codes were requested. Please wait a minute and try again.");
+    assert.equal((await countOf(id, "user.human.email.code.added")).length, 3);
+    // a change beyond the limit is saved; its code waits for the next minute
+    const changed = await browser.submit(limited, "/ui/login/account/email", { email: "hugo@other.example" });
+    assert.equal(notice(changed.text), "Your e-mail address was changed.");
+    assert.equal(alertOf(changed.text), "Too many codes were requested. Please wait a minute and try again.");
+    assert.equal((await human(id)).email.address, "hugo@other.example");
+  });
+
+  it("refuses the forms without the CSRF token", async () => {
+    const id = await addHuman(platform, "iris", PASSWORD);
+    const { browser, page } = await signedIn("iris");
+    const before = await eventCount(platform);
+    for (const [action, fields] of [
+      ["/ui/login/account/email", { email: "iris@evil.example" }],
+      ["/ui/login/account/email/verify", { emailCode: "ABCDEFGH" }],
+      ["/ui/login/account/email/code", {}],
+      ["/ui/login/account/phone", { phone: "+41 79 000 00 00" }],
+    ] as const) {
+      const { csrf: _csrf, ...form } = formOf(
+        page.text,
+        action === "/ui/login/account/email/verify" || action === "/ui/login/account/email/code"
+          ? "/ui/login/account/email"
+          : action,
+      );
+      const answer = await browser.post(action, { ...form, ...fields });
+      assert.equal(answer.status, 403, action);
+    }
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    assert.equal((await human(id)).email.address, "iris@example.com");
+  });
+
+  it("the e-mail's link verifies the address in the signed-in browser too, and leads back to the account", async () => {
+    const id = await addHuman(platform, "jana", PASSWORD);
+    const { browser, page } = await signedIn("jana");
+    await browser.submit(page, "/ui/login/account/email", { email: "jana@new.example" });
+    const link = await mailedCode("jana@new.example");
+    const linkPage = await browser.get(link.path);
+    assert.equal(linkPage.status, 200);
+    assert.match(linkPage.text, new RegExp(`value="${link.code}"`));
+    const done = await browser.submit(linkPage, "/ui/login/verify-email", { code: link.code });
+    assert.match(done.text, /your e-mail address is verified/);
+    assert.match(done.text, /href="\/"/, "a link to the account page");
+    assert.equal((await human(id)).email.is_verified, true);
+    const account = await browser.get("/");
+    assert.match(account.text, /Current: jana@new\.example \(verified\)/);
+  });
+
+  it("sets the phone number: a code by SMS verifies it; the number can be removed", async () => {
+    const id = await addHuman(platform, "karl", PASSWORD);
+    const { browser, page } = await signedIn("karl");
+    assert.match(page.text, /You have not given a phone number\./);
+    assert.doesNotMatch(page.text, /Remove phone number/);
+    let shown = await browser.submit(page, "/ui/login/account/phone", { phone: "+41 79 555 01 02" });
+    assert.match(notice(shown.text) ?? "", /phone number was changed\. We sent a code by text message/);
+    assert.match(shown.text, /Current: \+41 79 555 01 02 \(not verified\)/);
+    assert.equal((await human(id)).phone.is_verified ?? false, false);
+    const code = await textedCode("+41 79 555 01 02");
+    shown = await browser.submit(shown, "/ui/login/account/phone/verify", {
+      phoneCode: "000000" === code ? "111111" : "000000",
+    });
+    assert.match(fieldError(shown.text, "phoneCode") ?? "", /wrong or has expired/);
+    shown = await browser.submit(shown, "/ui/login/account/phone/verify", { phoneCode: code });
+    assert.equal(notice(shown.text), "Your phone number is verified.");
+    assert.deepEqual(
+      [(await human(id)).phone.number, (await human(id)).phone.is_verified],
+      ["+41 79 555 01 02", true],
+    );
+    shown = await browser.submit(shown, "/ui/login/account/phone", { phone: "" });
+    assert.equal(notice(shown.text), "Your phone number was removed.");
+    assert.equal((await human(id)).phone, undefined);
+    assert.match(shown.text, /You have not given a phone number\./);
+  });
+
+  it("without an active provider the page says the code could not be sent; the address is changed", async () => {
+    const id = await addHuman(platform, "lena", PASSWORD);
+    const { browser, page } = await signedIn("lena");
+    assert.equal(
+      (await rest("POST", `/resources/v3alpha/smtp_providers/${smtpProvider}/_deactivate`)).status,
+      200,
+    );
+    try {
+      let shown = await browser.submit(page, "/ui/login/account/email", { email: "lena@new.example" });
+      assert.equal(notice(shown.text), "Your e-mail address was changed.");
+      assert.match(alertOf(shown.text) ?? "", /could not be sent: sending e-mail is not set up/);
+      shown = await browser.submit(shown, "/ui/login/account/email/code", {});
+      assert.match(alertOf(shown.text) ?? "", /could not be sent: sending e-mail is not set up/);
+      assert.equal((await human(id)).email.address, "lena@new.example");
+    } finally {
+      assert.equal(
+        (await rest("POST", `/resources/v3alpha/smtp_providers/${smtpProvider}/_activate`)).status,
+        200,
+      );
+    }
   });
 });

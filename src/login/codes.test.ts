@@ -20,6 +20,8 @@ import {
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
 import { changeSettings } from "../domain/settings/commands.ts";
 import { LOGIN } from "../domain/settings/login.ts";
+import { codeHash } from "../domain/user/codes.ts";
+import { USER, UserEvent } from "../domain/user/events.ts";
 import { addCallers } from "../services/actions/testing.ts";
 import { TestCompleter } from "./testing.ts";
 
@@ -330,6 +332,125 @@ describe("login UI: codes by e-mail", () => {
     const done = await fresh.submit(again.passwordPage, "/ui/login/password", { password: NEW_PASSWORD });
     assert.equal(done.status, 302);
     assert.equal(platform.completer.completionOf(again.request.id)?.session.userId, userId);
+  });
+
+  it("an invitation's code works only on the invitation page, a reset's only on the reset page; accepting the invitation verifies the e-mail", async () => {
+    const created = await rest("POST", USERS, {
+      json: {
+        username: "ivy",
+        human: {
+          profile: { given_name: "Ivy", family_name: "Example" },
+          email: { address: "ivy@example.com" },
+        },
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const userId = created.json.details.id as string;
+    const state = async () =>
+      (
+        await platform.db.query<{ password_hash: string | null; email_verified: boolean }>(
+          "SELECT password_hash, email_verified FROM users WHERE id = $1",
+          [userId],
+        )
+      )[0];
+    const failedTries = async () =>
+      (
+        await platform.db.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM events WHERE aggregate_id = $1 AND event_type = 'user.human.password.code.check.failed'",
+          [userId],
+        )
+      )[0].n;
+    assert.equal((await rest("POST", `${USERS}/${userId}/_invite`, { json: {} })).status, 200);
+    const invite = await linkTo("ivy@example.com", "/ui/login/invite");
+
+    // the invitation's code on the reset's page: refused, not counted, nothing set
+    const browser = new HttpBrowser(platform.url);
+    const onReset = await browser.submit(
+      await browser.get(invite.url.replace("/ui/login/invite?", "/ui/login/password-reset?")),
+      "/ui/login/password-reset/set",
+      { code: invite.code, password: NEW_PASSWORD, passwordConfirm: NEW_PASSWORD },
+    );
+    assert.match(onReset.text, /This code is wrong or has expired/);
+    assert.deepEqual(await state(), { password_hash: null, email_verified: false });
+    assert.equal(await failedTries(), 0, "a code of the other kind is not a wrong try");
+
+    // on its own page it sets the password, signs in and verifies the address it was sent to
+    let page = await browser.get(invite.url);
+    const posted = await browser.post("/ui/login/invite", {
+      ...formOf(page.text, "/ui/login/invite"),
+      code: invite.code,
+      password: NEW_PASSWORD,
+      passwordConfirm: NEW_PASSWORD,
+    });
+    assert.equal(posted.status, 303);
+    assert.match((await browser.follow(posted.location!)).text, /Your account/);
+    const accepted = await state();
+    assert.ok(accepted.password_hash);
+    assert.equal(accepted.email_verified, true, "accepting the invitation verified the e-mail address");
+    const user = await rest("GET", `${USERS}/${userId}`);
+    assert.equal(user.json.user.human.email.is_verified, true, "the users API says so");
+
+    // a reset's code on the invitation page: refused; on the reset's page it works
+    assert.equal(
+      (await rest("POST", `${USERS}/${userId}/password/_request_reset`, { json: {} })).status,
+      200,
+    );
+    const reset = await linkTo("ivy@example.com", "/ui/login/password-reset");
+    const other = new HttpBrowser(platform.url);
+    page = await other.submit(
+      await other.get(reset.url.replace("/ui/login/password-reset?", "/ui/login/invite?")),
+      "/ui/login/invite",
+      { code: reset.code, password: "Th1rd-Passw0rd!", passwordConfirm: "Th1rd-Passw0rd!" },
+    );
+    assert.match(page.text, /This code is wrong or has expired/);
+    assert.equal((await state()).password_hash, accepted.password_hash, "the password stays");
+    assert.equal(await failedTries(), 0);
+    page = await other.submit(await other.get(reset.url), "/ui/login/password-reset/set", {
+      code: reset.code,
+      password: "Th1rd-Passw0rd!",
+      passwordConfirm: "Th1rd-Passw0rd!",
+    });
+    assert.match(page.text, /Your password was changed/);
+    assert.notEqual((await state()).password_hash, accepted.password_hash);
+  });
+
+  it("a password code recorded without a reason (an older event) is a reset's: the reset page takes it, the invitation page does not", async () => {
+    const userId = await addHuman(platform, "olga", PASSWORD);
+    const code = "LEGACY23";
+    const target = "olga@example.com";
+    await platform.eventStore.push({ instanceId, creator: "test" }, async () => [
+      {
+        aggregateType: USER,
+        aggregateId: userId,
+        resourceOwner: platform.bootstrapResult!.orgId,
+        type: UserEvent.passwordCodeAdded,
+        payload: {
+          code_hash: codeHash(
+            platform.deps.masterKey,
+            { instanceId, userId, channel: "password", target },
+            code,
+          ),
+          expires_at: new Date(Date.now() + 600_000).toISOString(),
+          target,
+          sent: true,
+        },
+      },
+    ]);
+    const fields = { code, password: NEW_PASSWORD, passwordConfirm: NEW_PASSWORD };
+    const browser = new HttpBrowser(platform.url);
+    const query = `userID=${userId}&code=${code}`;
+    const onInvite = await browser.submit(
+      await browser.get(`/ui/login/invite?${query}`),
+      "/ui/login/invite",
+      fields,
+    );
+    assert.match(onInvite.text, /This code is wrong or has expired/);
+    const onReset = await browser.submit(
+      await browser.get(`/ui/login/password-reset?${query}`),
+      "/ui/login/password-reset/set",
+      fields,
+    );
+    assert.match(onReset.text, /Your password was changed/);
   });
 
   it("no active SMTP provider: the pages say the e-mail could not be sent", async () => {

@@ -102,7 +102,7 @@ export function createNotificationDelivery(options: {
     queue,
     originOf,
     listen(listener) {
-      listener.channel(MESSAGE_CHANNEL, { notified: () => worker.wake(), connected: () => worker.wake() });
+      worker.listen(listener, MESSAGE_CHANNEL);
     },
     start() {
       worker.start();

@@ -1,4 +1,5 @@
 import { UserState, UserType } from "../domain/user/events.ts";
+import { readableData } from "../domain/user-schema/field-access.ts";
 import type { Queryable } from "../storage/database.ts";
 import { type ParsedScope, Reserved, Scope, wantsRoles } from "./scopes.ts";
 import type { UserGrantSource } from "./user-grants.ts";
@@ -92,6 +93,31 @@ export async function loadMetadata(
   return Object.fromEntries(rows.map((r) => [r.key, r.value]));
 }
 
+/**
+ * The `urn:platform:iam:user:data` claim: the custom data the user itself may read (`self` field
+ * permissions of its schema); undefined when the scope does not ask for it or the user has no schema.
+ */
+export async function loadUserData(
+  db: Queryable,
+  instanceId: string,
+  userId: string,
+  scope: ParsedScope,
+): Promise<Record<string, unknown> | undefined> {
+  if (!scope.values.includes(Reserved.userData)) return undefined;
+  const rows = await db.query<{
+    data: Record<string, unknown> | null;
+    schema: Record<string, unknown> | null;
+  }>(
+    `SELECT u.data, s.schema FROM users u
+     LEFT JOIN user_schemas s ON s.instance_id = u.instance_id AND s.id = u.schema_id
+     WHERE u.instance_id = $1 AND u.id = $2 AND u.schema_id IS NOT NULL`,
+    [instanceId, userId],
+  );
+  const row = rows[0];
+  if (!row?.data) return undefined;
+  return readableData(row.schema ?? {}, row.data, "self");
+}
+
 /** Scopes whose claims the ID token leaves out when an access token is issued too (OpenID Connect Core §5.4). */
 export const USERINFO_SCOPES = new Set<string>([Scope.profile, Scope.email, Scope.phone, Scope.address]);
 
@@ -102,7 +128,12 @@ export const USERINFO_SCOPES = new Set<string>([Scope.profile, Scope.email, Scop
 export function userClaims(
   user: UserRecord,
   scope: ParsedScope,
-  options: { metadata?: Record<string, string>; leaveOut?: ReadonlySet<string> } = {},
+  options: {
+    metadata?: Record<string, string>;
+    /** The custom data claim's value (loadUserData). */
+    data?: Record<string, unknown>;
+    leaveOut?: ReadonlySet<string>;
+  } = {},
 ): Record<string, unknown> {
   const claims: Record<string, unknown> = {};
   const has = (value: string) => scope.values.includes(value) && !options.leaveOut?.has(value);
@@ -136,6 +167,7 @@ export function userClaims(
   if (has(Reserved.metadata) && options.metadata && Object.keys(options.metadata).length > 0) {
     claims[Reserved.metadata] = options.metadata;
   }
+  if (has(Reserved.userData) && options.data) claims[Reserved.userData] = options.data;
   return claims;
 }
 

@@ -4,7 +4,14 @@ import { sha256 } from "../crypto/tokens.ts";
 import { machineUsernameProblem } from "../domain/user/machine-username.ts";
 import { newId } from "../id.ts";
 import type { Queryable } from "../storage/database.ts";
-import { loadMetadata, roleClaims, USERINFO_SCOPES, type UserRecord, userClaims } from "./claims.ts";
+import {
+  loadMetadata,
+  loadUserData,
+  roleClaims,
+  USERINFO_SCOPES,
+  type UserRecord,
+  userClaims,
+} from "./claims.ts";
 import type { OidcClient } from "./clients.ts";
 import type { OidcContext, RequestInfo } from "./context.ts";
 import { InvalidScope, UnauthorizedClient } from "./errors.ts";
@@ -177,6 +184,9 @@ export async function prepareTokens(
       scope: scope.values.join(" "),
     };
     if (issuance.lineage?.act) claims.act = issuance.lineage.act;
+    // custom data only when the scope asks for it (docs/user-schemas.md)
+    const data = await loadUserData(ctx.db, info.instance.id, issuance.subject, scope);
+    if (data) claims[Reserved.userData] = data;
     if (client.accessTokenRoleAssertion) {
       Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
     }
@@ -273,7 +283,8 @@ export async function idToken(
   const metadata = scope.values.includes(Reserved.metadata)
     ? await loadMetadata(ctx.db, info.instance.id, user.id)
     : undefined;
-  Object.assign(claims, userClaims(user, scope, { leaveOut, metadata }));
+  const data = await loadUserData(ctx.db, info.instance.id, user.id, scope);
+  Object.assign(claims, userClaims(user, scope, { leaveOut, metadata, data }));
   if (client.idTokenRoleAssertion) {
     Object.assign(claims, await rolesFor(ctx, info, issuance, client.projectRoleAssertion === true));
   }

@@ -26,6 +26,8 @@ export const Reserved = {
   /** Every role of the audience's projects. */
   projectsRoles: "urn:platform:iam:org:projects:roles",
   metadata: "urn:platform:iam:user:metadata",
+  /** The custom data the user itself may read (docs/user-schemas.md), as the claim of the same name. */
+  userData: "urn:platform:iam:user:data",
   resourceOwner: "urn:platform:iam:user:resourceowner",
 } as const;
 
@@ -61,6 +63,7 @@ export function parseScope(raw: string | undefined): ParsedScope {
     }
     if (
       value === Reserved.metadata ||
+      value === Reserved.userData ||
       value === Reserved.resourceOwner ||
       Reserved.org.test(value) ||
       Reserved.idp.test(value)

@@ -16,6 +16,7 @@ import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
 import { loginSettingsService } from "./settings/login.ts";
 import { userGrantsService } from "./user-grants/user_grants.ts";
+import { userSchemasService } from "./user-schemas/service.ts";
 import { usersService } from "./users/users.ts";
 import { webKeysService } from "./web-keys/web-keys.ts";
 
@@ -40,6 +41,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     eventsService(deps),
     webKeysService(deps),
     notificationsService(deps),
+    userSchemasService(deps),
     actionsService(deps, () => services.map((s) => s.service)),
   ];
   return services;

@@ -6,11 +6,13 @@
 import { createHmac, randomInt, timingSafeEqual } from "node:crypto";
 import { InvalidArgumentError, ResourceExhaustedError } from "../../errors.ts";
 import type { NewEvent } from "../../eventstore/types.ts";
-import type { UserAggregate } from "./commands.ts";
-import { userEvent } from "./commands.ts";
-import { type CodeAddedPayload, UserEvent } from "./events.ts";
+import { type OpenCode, type UserAggregate, userEvent } from "./aggregate.ts";
+import { type CodeAddedPayload, type PasswordCodeReason, UserEvent } from "./events.ts";
 
-/** What a code proves: the e-mail address, the phone number, or the right to set a password (by e-mail). */
+/**
+ * What a code proves: the e-mail address, the phone number, or the right to set a password (by e-mail; a
+ * reset's or an invitation's, which the code's event records as its `reason`).
+ */
 export type CodeChannel = "email" | "phone" | "password";
 
 /** Wrong tries that invalidate a code. */
@@ -36,11 +38,11 @@ const EVENTS = {
     failed: UserEvent.phoneCodeCheckFailed,
     verified: UserEvent.phoneVerified,
   },
-  // a password code is used by the password change it allows (`user.password.changed`)
+  // a password code is used by the password change it allows (`user.password.changed`); an invitation's
+  // also verifies the e-mail address (`provenBy`)
   password: {
     added: UserEvent.passwordCodeAdded,
     failed: UserEvent.passwordCodeCheckFailed,
-    verified: undefined,
   },
 } as const;
 
@@ -87,10 +89,14 @@ export function addCodeEvent(
 }
 
 /**
- * Checks `code` against the user's open code of the channel: `verified` (the channel's verified event, none
- * for a password code) when it matches; the failed try's event and the error to answer when it does not
- * (the caller appends the event, then throws); the error alone when no code can match (none, expired,
- * used up, another address).
+ * Checks `code` against the user's open code of the channel: `verified` (the events of what the code
+ * proves) when it matches; the failed try's event and the error to answer when it does not (the caller
+ * appends the event, then throws); the error alone when no code can match (none, expired, used up, another
+ * address, or a password code of another `reason` than the one asked for).
+ *
+ * What a matching code proves: an e-mail or phone code its address (the channel's verified event); an
+ * invitation's password code the e-mail address too (it was sent there), so the address becomes verified
+ * when it is not yet; a reset's password code nothing beyond the password change it allows.
  */
 export function checkCode(
   user: UserAggregate,
@@ -98,19 +104,37 @@ export function checkCode(
   code: string,
   /** The stored form of `code` for the address the open code proves (`codeHash`). */
   hashOf: (code: string, target: string) => string,
-  now = Date.now(),
+  options: {
+    /**
+     * Password codes: only a code made for this reason matches; one of the other kind is refused as if
+     * none were open, without comparing it or counting a wrong try. Absent: either kind.
+     */
+    reason?: PasswordCodeReason;
+    now?: number;
+  } = {},
 ): { verified: NewEvent[] } | { failed?: NewEvent; error: InvalidArgumentError } {
+  const now = options.now ?? Date.now();
   const open = user.codes[channel];
   const invalid = new InvalidArgumentError("is wrong or expired", "verification_code");
   const current = channel === "phone" ? user.phone : user.email;
   if (!open || open.failures >= MAX_FAILURES || open.expiresAt.getTime() <= now || open.target !== current)
     return { error: invalid };
+  if (channel === "password" && options.reason && (open.reason ?? "reset") !== options.reason)
+    return { error: invalid };
   const given = Buffer.from(hashOf(code, open.target));
   const stored = Buffer.from(open.hash);
   // constant time: the comparison takes as long wherever the first differing byte is
-  if (given.length === stored.length && timingSafeEqual(given, stored)) {
-    const verified = EVENTS[channel].verified;
-    return { verified: verified ? [userEvent(user, verified, { target: open.target })] : [] };
-  }
+  if (given.length === stored.length && timingSafeEqual(given, stored))
+    return { verified: provenBy(user, channel, open) };
   return { failed: userEvent(user, EVENTS[channel].failed, {}), error: invalid };
+}
+
+/** The verified events of a matching open code (see `checkCode`). */
+function provenBy(user: UserAggregate, channel: CodeChannel, open: OpenCode): NewEvent[] {
+  if (channel === "password") {
+    // an invitation reached the person at the address: as good as an e-mail code (ZITADEL's init does so)
+    if (open.reason !== "invite" || user.emailVerified) return [];
+    return [userEvent(user, UserEvent.emailVerified, { target: open.target })];
+  }
+  return [userEvent(user, EVENTS[channel].verified, { target: open.target })];
 }

@@ -45,8 +45,19 @@ export const UserEvent = {
   passwordCodeAdded: "user.human.password.code.added",
   /** A wrong password code was given (5 invalidate the code). */
   passwordCodeCheckFailed: "user.human.password.code.check.failed",
+  /** The custom data of a human user: its schema, the schema's revision it matches, the whole document. */
+  dataSet: "user.data.set",
+  /** The user no longer has a schema nor custom data. */
+  dataRemoved: "user.data.removed",
   removed: "user.removed",
 } as const;
+
+/** `user.data.set` (docs/user-schemas.md). */
+export interface DataSetPayload {
+  schema_id: string;
+  schema_revision: number;
+  data: Record<string, unknown>;
+}
 
 /** `user.human.email.code.added`, `user.human.phone.code.added`. */
 export interface CodeAddedPayload {
@@ -58,9 +69,15 @@ export interface CodeAddedPayload {
   target: string;
   /** Whether a message carries the code (false: the caller got it with `return_code`). */
   sent: boolean;
-  /** Password codes: what for (`reset`: a forgotten password; `invite`: the first one). */
-  reason?: "reset" | "invite";
+  /**
+   * Password codes: what for (`reset`: a forgotten password; `invite`: the first one). Absent in events of
+   * codes that had no reason (older ones): a reset.
+   */
+  reason?: PasswordCodeReason;
 }
+
+/** What a password code is for: a forgotten password, or an invitation (the first password). */
+export type PasswordCodeReason = "reset" | "invite";
 
 /** `user.human.email.verified`, `user.human.phone.verified`. */
 export interface VerifiedPayload {
@@ -86,6 +103,10 @@ export interface HumanAddedPayload {
   /** argon2id hash; the password itself is never stored. */
   password_hash?: string;
   password_change_required?: boolean;
+  /** Custom data (docs/user-schemas.md): all three or none. */
+  schema_id?: string;
+  schema_revision?: number;
+  data?: Record<string, unknown>;
 }
 
 export interface MachineAddedPayload {

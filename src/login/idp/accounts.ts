@@ -5,8 +5,9 @@
  */
 import type { FastifyRequest } from "fastify";
 import { holdOrg } from "../../domain/org/locks.ts";
-import { addHumanEvent, changeUserEvents, foldUser, idpLinkAddedEvent } from "../../domain/user/commands.ts";
+import { addHumanEvent, changeUserEvents, foldUser } from "../../domain/user/commands.ts";
 import { USER, type UserChangedPayload } from "../../domain/user/events.ts";
+import { idpLinkAddedEvent } from "../../domain/user/idp-links.ts";
 import { usernameKey } from "../../domain/user/username.ts";
 import { NotFoundError } from "../../errors.ts";
 import type { EventStore } from "../../eventstore/eventstore.ts";
@@ -21,6 +22,8 @@ import type { ExternalIdentity } from "./provider.ts";
 export interface LinkedUser {
   id: string;
   orgId: string;
+  /** A user just created whose e-mail address the provider did not assert as verified: that address. */
+  unverifiedEmail?: string;
 }
 
 /** The user an identity is linked to (any organization of the instance). */
@@ -89,6 +92,10 @@ export async function autoUpdate(
   });
 }
 
+/** Whether the new user's address is verified: the provider's own address, asserted verified by it. */
+const emailVerified = (external: ExternalIdentity, values: Record<string, string>) =>
+  values.email.toLowerCase() === external.email.toLowerCase() && external.emailVerified;
+
 /** The new user's values from the identity (username, names, e-mail verified when the provider says so). */
 function newUserEvents(
   orgId: string,
@@ -98,7 +105,6 @@ function newUserEvents(
   values: Record<string, string>,
   lang: string,
 ) {
-  const sameEmail = values.email.toLowerCase() === external.email.toLowerCase();
   return [
     addHumanEvent(userId, orgId, {
       username: values.username,
@@ -113,7 +119,7 @@ function newUserEvents(
             : `${values.givenName} ${values.familyName}`,
         preferred_language: external.preferredLanguage ?? lang,
       },
-      email: { address: values.email, is_verified: sameEmail && external.emailVerified },
+      email: { address: values.email, is_verified: emailVerified(external, values) },
     }),
     idpLinkAddedEvent(userId, orgId, {
       idp_id: idp.id,
@@ -131,7 +137,11 @@ export const valuesOf = (external: ExternalIdentity) => ({
   email: external.email,
 });
 
-/** Creates the user with its link (one append); AlreadyExistsError when the username or identity is taken. */
+/**
+ * Creates the user with its link (one append); AlreadyExistsError when the username or identity is taken.
+ * Its e-mail address is verified only when it is the provider's, asserted verified (`unverifiedEmail`
+ * otherwise: the caller sends its code as after a local registration).
+ */
 export async function createLinkedUser(
   login: Login,
   request: FastifyRequest,
@@ -142,9 +152,11 @@ export async function createLinkedUser(
 ): Promise<LinkedUser> {
   const userId = newId();
   const lang = (await login.translatorFor(request, authRequest)).lang;
+  const events = newUserEvents(intent.orgId, userId, idp, intent.external!, values, lang);
   await login.deps.eventStore.push({ instanceId: intent.instanceId, creator: userId }, async (tx) => {
     await holdOrg(tx, intent.instanceId, intent.orgId);
-    return newUserEvents(intent.orgId, userId, idp, intent.external!, values, lang);
+    return events;
   });
-  return { id: userId, orgId: intent.orgId };
+  const verified = emailVerified(intent.external!, values);
+  return { id: userId, orgId: intent.orgId, ...(verified ? {} : { unverifiedEmail: values.email }) };
 }

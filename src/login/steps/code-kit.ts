@@ -10,8 +10,15 @@
  * typed travels back in the URL, as it came in the link; it is never stored.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { foldUser } from "../../domain/user/commands.ts";
+import { USER } from "../../domain/user/events.ts";
 import { passwordPolicyGaps, passwordRequirements } from "../../domain/user/password.ts";
-import { InternalError } from "../../errors.ts";
+import {
+  FailedPreconditionError,
+  InternalError,
+  NotFoundError,
+  ResourceExhaustedError,
+} from "../../errors.ts";
 import { LINK_PARAMS } from "../../notifications/messages/links.ts";
 import { UserCodes } from "../../services/users/code-commands.ts";
 import type { AuthRequest, UiState } from "../auth-requests.ts";
@@ -26,6 +33,69 @@ export function codesOf(login: Login): UserCodes {
   const { config, masterKey, messages } = login.deps;
   if (!masterKey) throw new InternalError("codes need the master key");
   return new UserCodes({ config, masterKey, messages });
+}
+
+/**
+ * What became of a new code: "sent" (queued with a provider of its channel active), "off" (no active
+ * provider: the outbox records the message FAILED), "limit" (3 codes a minute for a user), "none" (the
+ * user is unknown or has no address of the channel).
+ */
+export type CodeOutcome = "sent" | "off" | "limit" | "none";
+
+/**
+ * A new code for the user's address of `channel` through the users API's command (SendEmailCode,
+ * SendPhoneCode), in the transaction of its event.
+ */
+export async function sendChannelCode(
+  login: Login,
+  instanceId: string,
+  userId: string,
+  channel: "email" | "phone",
+): Promise<CodeOutcome> {
+  const codes = codesOf(login);
+  let outcome: CodeOutcome = "sent";
+  try {
+    await login.deps.eventStore.push({ instanceId, creator: userId }, async (tx) => {
+      const user = foldUser(await tx.load(USER, userId));
+      if (!user) throw new NotFoundError("user not found");
+      outcome = (await codes.providerActive(tx, instanceId, channel)) ? "sent" : "off";
+      return [(await codes.channelCode(tx, instanceId, user, channel, false)).event];
+    });
+  } catch (error) {
+    if (error instanceof ResourceExhaustedError) return "limit";
+    if (error instanceof NotFoundError || error instanceof FailedPreconditionError) return "none";
+    throw error;
+  }
+  return outcome;
+}
+
+/**
+ * Checks a code of the user's address of `channel` through the users API's command (VerifyEmail,
+ * VerifyPhone): true when it verified the address; a wrong try is counted (committed) before false is
+ * answered. An unknown user, or one without a code to check, is false too.
+ */
+export async function verifyChannelCode(
+  login: Login,
+  instanceId: string,
+  userId: string,
+  channel: "email" | "phone",
+  code: string,
+): Promise<boolean> {
+  const codes = codesOf(login);
+  let verified = false;
+  try {
+    await login.deps.eventStore.push({ instanceId, creator: userId }, async (tx) => {
+      const user = foldUser(await tx.load(USER, userId));
+      if (!user) throw new NotFoundError("user not found");
+      const checked = codes.verifyChannel(instanceId, user, channel, code);
+      verified = checked.ok;
+      return checked.events;
+    });
+  } catch (error) {
+    if (!(error instanceof NotFoundError || error instanceof FailedPreconditionError)) throw error;
+    return false;
+  }
+  return verified;
 }
 
 /** The user's ID and the code of a link (or of a post of its page). */

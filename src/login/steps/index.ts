@@ -34,10 +34,12 @@
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions (signout)
  *   GET  /ui/login/signedout          "You are signed out" (signout)
- *   POST /ui/login/account/profile    the account page's forms (account/): profile, password, removing a
- *   POST /ui/login/account/password   link to an identity provider, signing one account out; each
- *   POST /ui/login/account/links/remove  rate-limited per IP (the password also per login name), each
- *   POST /ui/login/account/signout    answering 303 to the account page
+ *   POST /ui/login/account/profile    the account page's forms (account/): profile, e-mail and phone
+ *   POST /ui/login/account/email      (changed, /verify with a code, /code for a new code), password,
+ *   POST /ui/login/account/phone      removing a link to an identity provider, signing one account out;
+ *   POST /ui/login/account/password   each rate-limited per IP (the password also per login name), each
+ *   POST /ui/login/account/links/remove  answering 303 to the account page
+ *   POST /ui/login/account/signout
  *
  * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
  * ./idp/) exporting a `Step`, added to STEPS below.
@@ -50,6 +52,7 @@ import type { Login } from "../login.ts";
 import { sharedRateLimitStore } from "../rate-limits.ts";
 import { STYLESHEET } from "../render.ts";
 import {
+  accountContactStep,
   accountLinksStep,
   accountPasswordStep,
   accountProfileStep,
@@ -94,6 +97,7 @@ const STEPS: readonly Step[] = [
   completeStep,
   signOutStep,
   accountProfileStep,
+  accountContactStep,
   accountPasswordStep,
   accountLinksStep,
   accountSessionsStep,

@@ -8,7 +8,8 @@
  *                                                   account page
  *
  * The code is the invitation's password code, checked by the users API's SetPassword decision (a wrong code
- * counts toward its five tries).
+ * counts toward its five tries): a password reset's code is refused here, as an invitation's is on the
+ * reset's page. Accepting the invitation verifies the e-mail address: the code reached the person there.
  */
 import type { FastifyInstance } from "fastify";
 import { hashPassword } from "../../crypto/password.ts";
@@ -76,7 +77,13 @@ export function inviteStep(ui: FastifyInstance, kit: StepKit): void {
     if (Object.keys(errors).length) return again(errors);
 
     const instanceId = authRequest.instanceId;
-    const refused = await setPasswordWithCode(login, instanceId, link, await hashPassword(password));
+    const refused = await setPasswordWithCode(
+      login,
+      instanceId,
+      link,
+      await hashPassword(password),
+      "invite",
+    );
     if (refused) return again({ code: "field.codeInvalid" });
 
     // signed in with the password just set: a session of this browser, as after registration

@@ -21,7 +21,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import { hashPassword } from "../../crypto/password.ts";
 import { findUser } from "../../domain/session/commands.ts";
 import { foldUser } from "../../domain/user/commands.ts";
-import { USER } from "../../domain/user/events.ts";
+import { type PasswordCodeReason, USER } from "../../domain/user/events.ts";
 import {
   FailedPreconditionError,
   type InvalidArgumentError,
@@ -202,6 +202,7 @@ export function passwordResetStep(ui: FastifyInstance, kit: StepKit): void {
       authRequest.instanceId,
       link,
       await hashPassword(password),
+      "reset",
     );
     if (refused) return again({ code: "field.codeInvalid" });
     await login.authRequests.setUiState(authRequest, { page: DONE });
@@ -267,15 +268,17 @@ async function requestCode(
 }
 
 /**
- * Sets the password with a password code (a reset's or an invitation's) through the users API's decision:
- * the check and the change in one command, a wrong code counted as a wrong try. Answers the refusal, if
- * any (an unknown user is refused like a wrong code).
+ * Sets the password with a password code of `reason` (this page's reset, the invitation page's invite)
+ * through the users API's decision: the check and the change in one command, a wrong code counted as a
+ * wrong try, a code of the other kind refused like a wrong one (not counted); an invitation's code also
+ * verifies the e-mail address. Answers the refusal, if any (an unknown user is refused like a wrong code).
  */
 export async function setPasswordWithCode(
   login: Login,
   instanceId: string,
   link: { userId: string; code: string },
   passwordHash: string,
+  reason: PasswordCodeReason,
 ): Promise<InvalidArgumentError | NotFoundError | undefined> {
   const codes = codesOf(login);
   let refused: InvalidArgumentError | undefined;
@@ -283,7 +286,7 @@ export async function setPasswordWithCode(
     await login.deps.eventStore.push({ instanceId, creator: link.userId }, async (tx) => {
       const user = foldUser(await tx.load(USER, link.userId));
       if (!user) throw new NotFoundError("user not found");
-      const decided = codes.setPasswordWithCode(instanceId, user, link.code, passwordHash);
+      const decided = codes.setPasswordWithCode(instanceId, user, link.code, passwordHash, { reason });
       refused = decided.ok ? undefined : decided.error;
       return decided.events;
     });

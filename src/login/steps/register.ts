@@ -137,9 +137,10 @@ export function registerStep(ui: FastifyInstance, kit: StepKit): void {
 /**
  * The new user's VERIFY_EMAIL code, through the users API's path for an address set unverified
  * (`codesForUnverified`: a code when an SMTP provider is active, queued in the transaction of its event).
- * "sent", or "off" when no provider is active (nothing could be sent).
+ * "sent", or "off" when no provider is active (nothing could be sent). Also after a registration through
+ * an identity provider that did not assert the address verified (./idp/kit.ts).
  */
-async function sendRegistrationCode(
+export async function sendRegistrationCode(
   login: Login,
   instanceId: string,
   userId: string,

@@ -8,7 +8,6 @@ import { needsPassword, nextStep, sessionsNow } from "../sessions.ts";
 import { accountView, type Body, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
 /** Its template, ../templates/select.eta. */
-const PAGE = "select";
 const TEMPLATE = "steps/select";
 
 export function selectStep(ui: FastifyInstance, kit: StepKit): void {

@@ -16,14 +16,19 @@
  * browser was in).
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { foldUser } from "../../domain/user/commands.ts";
-import { USER } from "../../domain/user/events.ts";
-import { FailedPreconditionError, NotFoundError, ResourceExhaustedError } from "../../errors.ts";
 import { LOGIN_PATHS } from "../../notifications/messages/links.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
 import type { LoginSession } from "../sessions.ts";
-import { codeField, codesOf, linkOf, linkUrl, normalCode, requestOfLink } from "./code-kit.ts";
+import {
+  codeField,
+  linkOf,
+  linkUrl,
+  normalCode,
+  requestOfLink,
+  sendChannelCode,
+  verifyChannelCode,
+} from "./code-kit.ts";
 import { type Body, entryUrl, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
 /** Its template, ../templates/verify-email.eta, and the `ui_state.page` of its errors and notices. */
@@ -43,7 +48,6 @@ const NOTICES: Record<CodeNotice, { key: string; alert: boolean }> = {
 
 export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
-  const { eventStore } = login.deps;
 
   /** The browser's session of the sign-in, when it is `userId`'s (or any user's, without `userId`). */
   async function sessionOf(request: FastifyRequest, authRequest: AuthRequest | undefined, userId: string) {
@@ -103,22 +107,7 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
     };
     if (!code) return again("field.required");
 
-    const codes = codesOf(login);
-    const instanceId = authRequest.instanceId;
-    let verified = false;
-    try {
-      await eventStore.push({ instanceId, creator: userId }, async (tx) => {
-        const user = foldUser(await tx.load(USER, userId));
-        if (!user) throw new NotFoundError("user not found");
-        const checked = codes.verifyChannel(instanceId, user, "email", code);
-        verified = checked.ok;
-        // a wrong try is counted (committed) before the page says so
-        return checked.events;
-      });
-    } catch (error) {
-      if (!(error instanceof NotFoundError || error instanceof FailedPreconditionError)) throw error;
-      verified = false;
-    }
+    const verified = await verifyChannelCode(login, authRequest.instanceId, userId, "email", code);
     if (!verified) return again("field.codeInvalid");
 
     // the sign-in of this user goes on; otherwise a page saying so
@@ -166,26 +155,10 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
 }
 
 /**
- * A new e-mail code for `userId` through the users API's command (SendEmailCode), in the transaction of
- * its event: "sent" (queued with a provider active), "off" (no active SMTP provider: the outbox records it
- * FAILED), "limit" (3 codes a minute). An unknown user or one without an address is answered like a
- * sent code: the ID came from a link, and the page tells nothing about accounts.
+ * A new e-mail code for `userId` (`sendChannelCode`). An unknown user or one without an address is
+ * answered like a sent code: the ID came from a link, and the page tells nothing about accounts.
  */
-export async function sendEmailCode(kit: StepKit, instanceId: string, userId: string): Promise<CodeNotice> {
-  const { eventStore } = kit.login.deps;
-  const codes = codesOf(kit.login);
-  let notice: CodeNotice = "sent";
-  try {
-    await eventStore.push({ instanceId, creator: userId }, async (tx) => {
-      const user = foldUser(await tx.load(USER, userId));
-      if (!user) throw new NotFoundError("user not found");
-      notice = (await codes.providerActive(tx, instanceId, "email")) ? "sent" : "off";
-      return [(await codes.channelCode(tx, instanceId, user, "email", false)).event];
-    });
-  } catch (error) {
-    if (error instanceof ResourceExhaustedError) return "limit";
-    if (error instanceof NotFoundError || error instanceof FailedPreconditionError) return "sent";
-    throw error;
-  }
-  return notice;
+async function sendEmailCode(kit: StepKit, instanceId: string, userId: string): Promise<CodeNotice> {
+  const outcome = await sendChannelCode(kit.login, instanceId, userId, "email");
+  return outcome === "none" ? "sent" : outcome;
 }

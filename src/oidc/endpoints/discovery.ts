@@ -36,6 +36,7 @@ export const CLAIMS_SUPPORTED = [
   "phone_number_verified",
   "urn:platform:iam:org:project:roles",
   "urn:platform:iam:user:metadata",
+  "urn:platform:iam:user:data",
   "urn:platform:iam:user:resourceowner:id",
   "urn:platform:iam:user:resourceowner:name",
   "urn:platform:iam:user:resourceowner:primary_domain",

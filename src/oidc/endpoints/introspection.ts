@@ -1,5 +1,5 @@
 import { activeAccessToken } from "../access-tokens.ts";
-import { loadMetadata, loginName, roleClaims, userClaims } from "../claims.ts";
+import { loadMetadata, loadUserData, loginName, roleClaims, userClaims } from "../claims.ts";
 import { authenticateClient } from "../client-auth.ts";
 import type { OidcClient } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
@@ -52,8 +52,9 @@ export async function introspectionEndpoint(
     stored.clientId === client.clientId
       ? client
       : await ctx.clients.byClientId(info.instance.id, stored.clientId);
-  const [metadata, roles] = await Promise.all([
+  const [metadata, data, roles] = await Promise.all([
     scope.values.includes(Reserved.metadata) ? loadMetadata(ctx.db, info.instance.id, user.id) : undefined,
+    loadUserData(ctx.db, info.instance.id, user.id, scope),
     roleClaims(
       ctx.userGrants,
       info.instance.id,
@@ -81,7 +82,7 @@ export async function introspectionEndpoint(
     jti: stored.id,
     username: loginName(user),
     ...(stored.lineage?.act ? { act: stored.lineage.act } : {}),
-    ...userClaims(user, scope, { metadata }),
+    ...userClaims(user, scope, { metadata, data }),
     ...roles,
   };
   return withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, tokenClient, claims);

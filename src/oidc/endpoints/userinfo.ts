@@ -1,5 +1,5 @@
 import { activeAccessToken } from "../access-tokens.ts";
-import { loadMetadata, roleClaims, userClaims } from "../claims.ts";
+import { loadMetadata, loadUserData, roleClaims, userClaims } from "../claims.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
 import { InvalidRequest, InvalidToken } from "../errors.ts";
 import { withFunctionClaims } from "../functions.ts";
@@ -31,8 +31,9 @@ export async function userinfoEndpoint(
   const scope = scopeFromValues(stored.scope);
   const user = stored.user;
   const client = await ctx.clients.byClientId(info.instance.id, stored.clientId);
-  const [metadata, roles] = await Promise.all([
+  const [metadata, data, roles] = await Promise.all([
     scope.values.includes(Reserved.metadata) ? loadMetadata(ctx.db, info.instance.id, user.id) : undefined,
+    loadUserData(ctx.db, info.instance.id, user.id, scope),
     roleClaims(
       ctx.userGrants,
       info.instance.id,
@@ -45,6 +46,6 @@ export async function userinfoEndpoint(
       client?.projectRoleAssertion === true,
     ),
   ]);
-  const claims = { sub: user.id, ...userClaims(user, scope, { metadata }), ...roles };
+  const claims = { sub: user.id, ...userClaims(user, scope, { metadata, data }), ...roles };
   return withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, client, claims);
 }

@@ -10,6 +10,7 @@ import { projectsProjection } from "./projects.ts";
 import { sessionsProjection } from "./sessions.ts";
 import { settingsProjection } from "./settings.ts";
 import { userGrantsProjection } from "./user_grants.ts";
+import { userSchemasProjection } from "./user-schemas.ts";
 import { usersProjection } from "./users.ts";
 import { webKeysProjection } from "./web-keys.ts";
 
@@ -28,4 +29,5 @@ export const projections: Projection[] = [
   idpsProjection,
   webKeysProjection,
   notificationProvidersProjection,
+  userSchemasProjection,
 ];

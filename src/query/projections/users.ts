@@ -1,4 +1,5 @@
 import {
+  type DataSetPayload,
   type HumanAddedPayload,
   type IdpLinkAddedPayload,
   type KeyAddedPayload,
@@ -85,6 +86,11 @@ export const usersProjection: Projection = {
           usernameKey(p.username),
         ],
       );
+      if (p.schema_id)
+        await tx.query(
+          "UPDATE users SET schema_id = $3, schema_revision = $4, data = $5 WHERE instance_id = $1 AND id = $2",
+          [e.instanceId, e.aggregateId, p.schema_id, p.schema_revision ?? 1, JSON.stringify(p.data ?? {})],
+        );
     },
     [UserEvent.machineAdded]: async (tx, e) => {
       const p = e.payload as unknown as MachineAddedPayload;
@@ -166,6 +172,15 @@ export const usersProjection: Projection = {
       );
       await touch(tx, e);
     },
+    [UserEvent.dataSet]: (tx, e) => {
+      const p = e.payload as unknown as DataSetPayload;
+      return touch(tx, e, {
+        schema_id: p.schema_id,
+        schema_revision: p.schema_revision,
+        data: JSON.stringify(p.data),
+      });
+    },
+    [UserEvent.dataRemoved]: (tx, e) => touch(tx, e, { schema_id: null, schema_revision: null, data: null }),
     [UserEvent.metadataRemoved]: async (tx, e) => {
       await tx.query("DELETE FROM user_metadata WHERE instance_id = $1 AND user_id = $2 AND key = $3", [
         e.instanceId,

@@ -5,6 +5,8 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { apiService } from "../../api/register.ts";
 import { aggregateTypes, eventTypes } from "../../domain/catalogue.ts";
 import { withoutSecrets } from "../../domain/redaction.ts";
+import { UserEvent } from "../../domain/user/events.ts";
+import { readableData } from "../../domain/user-schema/field-access.ts";
 import { InvalidArgumentError, PermissionDeniedError } from "../../errors.ts";
 import type { RequestContext } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import {
@@ -16,6 +18,8 @@ import {
 } from "../../gen/platform/resources/event/v3alpha/event_service_pb.ts";
 import { auditLogRetention, type EventRow, searchEvents } from "../../query/events.ts";
 import { toPage } from "../../query/search.ts";
+import { getUserSchemas } from "../../query/user-schemas.ts";
+import type { Queryable } from "../../storage/database.ts";
 import { authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails } from "../mapping.ts";
@@ -102,6 +106,33 @@ function editorName(row: EventRow): string {
   return [row.given_name, row.family_name].filter(Boolean).join(" ");
 }
 
+/** Events whose payload holds a user's custom data (`schema_id`, `data`). */
+const CUSTOM_DATA_EVENTS = new Set<string>([UserEvent.humanAdded, UserEvent.dataSet]);
+
+/**
+ * The payloads' custom data as the organization's administrators may read it (the `owner` field
+ * permissions of the schema as it is now; docs/user-schemas.md): the audit log shows no more of it than
+ * GetUser does.
+ */
+async function ownerViewOfData(db: Queryable, instanceId: string, rows: EventRow[]): Promise<void> {
+  const withData = rows.filter(
+    (r) => CUSTOM_DATA_EVENTS.has(r.event_type) && r.payload?.schema_id && r.payload.data,
+  );
+  if (withData.length === 0) return;
+  const schemas = await getUserSchemas(
+    db,
+    instanceId,
+    withData.map((r) => String(r.payload!.schema_id)),
+  );
+  for (const row of withData) {
+    const schema = schemas.get(String(row.payload!.schema_id))?.schema ?? {};
+    row.payload = {
+      ...row.payload,
+      data: readableData(schema, row.payload!.data as Record<string, unknown>, "owner"),
+    };
+  }
+}
+
 function toEvent(row: EventRow): Event {
   const micros = BigInt(row.created_us);
   return create(EventSchema, {
@@ -134,6 +165,7 @@ export function eventsService(deps: ServiceDeps) {
         retentionSeconds: await auditLogRetention(deps.db, instanceId),
         page,
       });
+      await ownerViewOfData(deps.db, instanceId, result.rows);
       return { details: listDetails(result), result: result.rows.map(toEvent) };
     },
 

@@ -14,7 +14,7 @@ import {
   RATE_WINDOW_MS,
 } from "../../domain/user/codes.ts";
 import { requireHuman, setPasswordEvents, type UserAggregate } from "../../domain/user/commands.ts";
-import { UserEvent } from "../../domain/user/events.ts";
+import { type PasswordCodeReason, UserEvent } from "../../domain/user/events.ts";
 import { FailedPreconditionError, InternalError, type InvalidArgumentError } from "../../errors.ts";
 import type { CommandTx, NewEvent } from "../../eventstore/types.ts";
 import type { NotificationDelivery } from "../../notifications/delivery.ts";
@@ -62,7 +62,7 @@ export class UserCodes {
     target: string,
     returnCode: boolean,
     type: CodeMessage,
-    reason?: "reset" | "invite",
+    reason?: PasswordCodeReason,
   ): Promise<MadeCode> {
     const messages = this.deps.messages;
     if (!messages) throw new InternalError("notification delivery is not set up");
@@ -110,7 +110,7 @@ export class UserCodes {
     tx: CommandTx,
     instanceId: string,
     user: UserAggregate,
-    reason: "reset" | "invite",
+    reason: PasswordCodeReason,
     returnCode: boolean,
   ): Promise<MadeCode> {
     requireHuman(user, "passwords");
@@ -147,30 +147,41 @@ export class UserCodes {
 
   /**
    * For SetPassword with a `verification_code`: checks the user's password code, in the command, so the
-   * check and the change it allows are one decision. When it does not match: the events to append (the
-   * counted wrong try) and the error to answer after them.
+   * check and the change it allows are one decision. `reason`: only a code of that kind (the login UI's
+   * reset and invitation pages); absent, either (the users API). When it matches: the events of what it
+   * proves besides (an invitation's verifies the e-mail address), to append with the change. When it does
+   * not: the events to append (the counted wrong try) and the error to answer after them.
    */
   checkPasswordCode(
     instanceId: string,
     user: UserAggregate,
     code: string,
-  ): { ok: true } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
-    const checked = checkCode(user, "password", code, this.hashOf(instanceId, user.id, "password"));
-    if ("verified" in checked) return { ok: true };
+    reason?: PasswordCodeReason,
+  ): { ok: true; events: NewEvent[] } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
+    const checked = checkCode(user, "password", code, this.hashOf(instanceId, user.id, "password"), {
+      reason,
+    });
+    if ("verified" in checked) return { ok: true, events: checked.verified };
     return { ok: false, events: checked.failed ? [checked.failed] : [], error: checked.error };
   }
 
-  /** SetPassword with a code: the change when the code matches (it uses the code up), else the wrong try. */
+  /**
+   * SetPassword with a code (of `reason`, or either kind): the change when the code matches (it uses the
+   * code up), with what the code proves besides; else the wrong try.
+   */
   setPasswordWithCode(
     instanceId: string,
     user: UserAggregate,
     code: string,
     passwordHash: string,
-    changeRequired = false,
+    options: { reason?: PasswordCodeReason; changeRequired?: boolean } = {},
   ): { ok: true; events: NewEvent[] } | { ok: false; events: NewEvent[]; error: InvalidArgumentError } {
-    const checked = this.checkPasswordCode(instanceId, user, code);
+    const checked = this.checkPasswordCode(instanceId, user, code, options.reason);
     if (!checked.ok) return checked;
-    return { ok: true, events: setPasswordEvents(user, passwordHash, changeRequired) };
+    return {
+      ok: true,
+      events: [...checked.events, ...setPasswordEvents(user, passwordHash, options.changeRequired ?? false)],
+    };
   }
 
   /**
@@ -188,9 +199,13 @@ export class UserCodes {
       | { email?: string; email_verified?: boolean; phone?: string | null; phone_verified?: boolean }
       | undefined;
     if (!changed) return [];
+    // unverified after the change: the event names only what differs, so an address replacing an
+    // unverified one (or a first phone number) carries no `*_verified` member
+    const emailVerified = changed.email_verified ?? user.emailVerified;
+    const phoneVerified = changed.phone_verified ?? user.phoneVerified;
     return this.codesForUnverified(tx, instanceId, user, {
-      email: changed.email_verified === false ? changed.email : undefined,
-      phone: changed.phone_verified === false ? (changed.phone ?? undefined) : undefined,
+      email: changed.email !== undefined && !emailVerified ? changed.email : undefined,
+      phone: changed.phone && !phoneVerified ? changed.phone : undefined,
     });
   }
 

@@ -240,6 +240,22 @@ describe("users: verification codes", () => {
     assert.equal((await messagesOf(id)).length, before, "no code for a verified address");
   });
 
+  it("a code also for an address replacing an unverified one, and for a first phone number", async () => {
+    const id = await createHuman("drifter", { email: { address: "drifter@example.com" } });
+    assert.equal((await user(id)).human.email.is_verified ?? false, false);
+    const patched = await rest("PATCH", `${USERS}/${id}`, {
+      json: { human: { email: { address: "drifted@example.com" }, phone: { number: "+41 79 765 43 21" } } },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    await waitFor(
+      () => smtp.received.find((m) => m.envelope.to.includes("drifted@example.com")),
+      "code to the new address",
+    );
+    const message = await waitFor(() => sms.find((m) => m.user_id === id), "code to the first phone number");
+    assert.equal(message.recipient, "+41 79 765 43 21");
+    assert.equal(message.message_type, "verify_phone");
+  });
+
   /** An access token of the API for `username`, signed in through the login UI (authorization code flow). */
   const signIn = async (username: string, password: string) => {
     const project = await rest("POST", "/resources/v3alpha/projects", { json: { name: `self ${username}` } });

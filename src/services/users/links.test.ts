@@ -18,13 +18,9 @@ import {
   type TestPlatform,
 } from "../../../test/helpers.ts";
 import { addHuman } from "../../../test/login.ts";
-import {
-  addIdpLinkEvents,
-  foldUser,
-  idpLinkAddedEvent,
-  removeUserEvent,
-} from "../../domain/user/commands.ts";
+import { foldUser, removeUserEvent } from "../../domain/user/commands.ts";
 import { USER } from "../../domain/user/events.ts";
+import { addIdpLinkEvents, idpLinkAddedEvent } from "../../domain/user/idp-links.ts";
 import { AlreadyExistsError } from "../../errors.ts";
 import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 

@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { assertRejected, restClient, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
 import { UserEvent } from "../../domain/user/events.ts";
+import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { addCallers } from "../actions/testing.ts";
 
 const USERS = "/resources/v3alpha/users";
@@ -37,13 +40,13 @@ describe("users: password reset and invitation", () => {
     await smtp.close();
   });
 
-  const createHuman = async (username: string, password?: string) => {
+  const createHuman = async (username: string, password?: string, emailVerified = true) => {
     const r = await rest("POST", USERS, {
       json: {
         username,
         human: {
           profile: { given_name: "Grace", family_name: "Hopper", preferred_language: "de" },
-          email: { address: `${username}@example.com`, is_verified: true },
+          email: { address: `${username}@example.com`, is_verified: emailVerified },
           ...(password ? { password: { password } } : {}),
         },
       },
@@ -58,6 +61,15 @@ describe("users: password reset and invitation", () => {
         [id],
       )
     )[0].password_hash;
+  const emailVerified = async (id: string) =>
+    (await rest("GET", `${USERS}/${id}`)).json.user.human.email.is_verified as boolean;
+  const eventCount = async (id: string, type: string) =>
+    (
+      await platform.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM events WHERE aggregate_id = $1 AND event_type = $2",
+        [id, type],
+      )
+    )[0].n;
   const setWithCode = (id: string, code: string, password = "N3w-Pa55word!") =>
     rest("POST", `${USERS}/${id}/_set_password`, { json: { password, verification_code: code } });
   const mailTo = async (address: string, path: string) => {
@@ -170,5 +182,70 @@ describe("users: password reset and invitation", () => {
       9,
       "the user has a password",
     );
+  });
+
+  it("_set_password takes either kind of code: an invitation's verifies the e-mail address, a reset's does not", async () => {
+    const invited = await createHuman("unverified-invitee", undefined, false);
+    const invite = await rest("POST", `${USERS}/${invited}/_invite`, { json: { return_code: true } });
+    assert.equal(invite.status, 200, invite.text);
+    assert.equal(await emailVerified(invited), false);
+    assert.equal((await setWithCode(invited, invite.json.verification_code)).status, 200);
+    assert.ok(await passwordHash(invited));
+    assert.equal(await emailVerified(invited), true, "the invitation reached the address");
+    assert.equal(await eventCount(invited, UserEvent.emailVerified), 1);
+
+    const reset = await createHuman("unverified-reset", PASSWORD, false);
+    const requested = await rest("POST", `${USERS}/${reset}/password/_request_reset`, {
+      json: { return_code: true },
+    });
+    assert.equal(requested.status, 200, requested.text);
+    assert.equal((await setWithCode(reset, requested.json.verification_code)).status, 200);
+    assert.equal(await emailVerified(reset), false, "a reset verifies nothing");
+    assert.equal(await eventCount(reset, UserEvent.emailVerified), 0);
+
+    // an already verified address gets no second verified event
+    const verified = await createHuman("verified-invitee");
+    const again = await rest("POST", `${USERS}/${verified}/_invite`, { json: { return_code: true } });
+    assert.equal((await setWithCode(verified, again.json.verification_code)).status, 200);
+    assert.equal(await eventCount(verified, UserEvent.emailVerified), 0);
+  });
+
+  it("a newer password code replaces the open one of the other kind", async () => {
+    const id = await createHuman("replaced", undefined, false);
+    const invite = await rest("POST", `${USERS}/${id}/_invite`, { json: { return_code: true } });
+    const reset = await rest("POST", `${USERS}/${id}/password/_request_reset`, {
+      json: { return_code: true },
+    });
+    assert.equal(reset.status, 200, reset.text);
+    const old = await setWithCode(id, invite.json.verification_code);
+    assert.equal(old.status, 400, old.text);
+    assert.equal(await passwordHash(id), null);
+    assert.equal((await setWithCode(id, reset.json.verification_code)).status, 200);
+    assert.equal(await emailVerified(id), false, "set with the reset's code: not verified");
+  });
+
+  it("Connect: SetPassword with the InviteUser code verifies the e-mail address; a wrong code is INVALID_ARGUMENT", async () => {
+    const id = await createHuman("connected", undefined, false);
+    const client = createClient(
+      PlatformUsers,
+      createConnectTransport({ baseUrl: platform.url, httpVersion: "1.1" }),
+    );
+    const headers = { authorization: `Bearer ${callers.owner}` };
+    const invited = await client.inviteUser({ id, returnCode: true }, { headers });
+    assert.ok(invited.verificationCode);
+    const wrong = await client
+      .setPassword({ id, password: { password: "N3w-Pa55word!", verificationCode: "WRONG234" } }, { headers })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    assert.equal(wrong?.code, Code.InvalidArgument);
+    assert.equal(await emailVerified(id), false);
+    await client.setPassword(
+      { id, password: { password: "N3w-Pa55word!", verificationCode: invited.verificationCode } },
+      { headers },
+    );
+    assert.ok(await passwordHash(id));
+    assert.equal(await emailVerified(id), true);
   });
 });

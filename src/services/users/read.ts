@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { OwnerType } from "../../domain/settings/events.ts";
 import { UserType as DomainUserType } from "../../domain/user/events.ts";
@@ -46,6 +46,10 @@ export interface UserRow {
   created_at: Date;
   changed_at: Date;
   sequence: number;
+  /** Custom data (docs/user-schemas.md): all three or none. */
+  schema_id: string | null;
+  schema_revision: number | null;
+  data: Record<string, unknown> | null;
   [key: string]: unknown;
 }
 
@@ -55,7 +59,7 @@ export const USER_COLUMNS = `u.id, u.org_id, u.type, u.username, u.state, u.give
   CASE WHEN u.password_locked_until > now() THEN u.password_locked_until END AS password_locked_until,
   u.machine_name, u.description,
   u.access_token_type, (u.client_secret_hash IS NOT NULL) AS has_secret, o.primary_domain, u.created_at,
-  u.changed_at, u.sequence`;
+  u.changed_at, u.sequence, u.schema_id, u.schema_revision, u.data`;
 
 export const USER_FROM = "users u LEFT JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id";
 
@@ -90,8 +94,15 @@ export async function readMetadata(
 
 const date = (value: unknown): Date => (value instanceof Date ? value : new Date(String(value)));
 
-/** Read-model row → API User (never a password, hash or secret). */
-export function toUser(row: UserRow, metadata: Record<string, string> = {}): User {
+/**
+ * Read-model row → API User (never a password, hash or secret); `data`: the custom data the caller may
+ * read (./custom-data.ts).
+ */
+export function toUser(
+  row: UserRow,
+  metadata: Record<string, string> = {},
+  data?: Record<string, unknown>,
+): User {
   const loginNames = [row.username];
   if (row.primary_domain) loginNames.push(`${row.username}@${row.primary_domain}`);
   const user = create(UserSchema, {
@@ -107,6 +118,9 @@ export function toUser(row: UserRow, metadata: Record<string, string> = {}): Use
     metadata: Object.fromEntries(
       Object.entries(metadata).map(([key, value]) => [key, new Uint8Array(Buffer.from(value, "base64"))]),
     ),
+    schemaId: row.schema_id ?? "",
+    schemaRevision: Number(row.schema_revision ?? 0),
+    data: row.schema_id ? ((data ?? {}) as JsonObject) : undefined,
   });
   if (row.type === DomainUserType.human) {
     user.type = {

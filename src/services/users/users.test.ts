@@ -482,7 +482,10 @@ describe("users", () => {
     let r = await rest("GET", "/settings/v3alpha/languages", { token });
     assert.equal(r.status, 200, r.text);
     r = await rest("GET", `${USERS}/${id}`, { token });
-    assert.equal(r.status, 404, "authenticated, but without user.read: the user is unknown to it");
+    assert.equal(r.status, 200, "without user.read a user still reads itself");
+    const stranger = await createUser(machine("stranger"));
+    r = await rest("GET", `${USERS}/${stranger}`, { token });
+    assert.equal(r.status, 404, "authenticated, but without user.read: another user is unknown to it");
     const got = await rest("GET", `${USERS}/${id}`);
     assertNoSecrets(got.text, token);
     const patEvents = JSON.stringify(

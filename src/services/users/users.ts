@@ -13,17 +13,15 @@ import {
   addHumanEvent,
   addMachineEvent,
   addPatEvent,
-  changeStateEvents,
   changeUserEvents,
   changeUsernameEvent,
   foldUser,
   metadataEvents,
-  removeIdpLinkEvents,
   removeUserEvent,
   requireMachine,
-  type StateAction,
   setPasswordEvents,
   type UserAggregate,
+  userDataEvents,
   userEvent,
 } from "../../domain/user/commands.ts";
 import {
@@ -34,10 +32,13 @@ import {
   UserEvent,
   UserType,
 } from "../../domain/user/events.ts";
+import { removeIdpLinkEvents } from "../../domain/user/idp-links.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { profileChange } from "../../domain/user/profile.ts";
+import { changeStateEvents, type StateAction } from "../../domain/user/state.ts";
 import { checkUsername, usernameKey } from "../../domain/user/username.ts";
+import { decideUserData, NO_DATA } from "../../domain/user-schema/user-data.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
@@ -55,6 +56,7 @@ import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
 import { codeRpcs } from "./codes.ts";
+import { dataChange, onlyData, roleOn, visibleData } from "./custom-data.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -234,6 +236,9 @@ export function usersService(deps: ServiceDeps) {
       case "ids":
         where.in("u.id", f.value.ids);
         return;
+      case "schemaId":
+        where.and((p) => `u.schema_id = ${p(f.value.schemaId)}`);
+        return;
       case "org": {
         const org = f.value.property;
         if (org.case === "orgId") where.and((p) => `u.org_id = ${p(org.value)}`);
@@ -270,6 +275,7 @@ export function usersService(deps: ServiceDeps) {
 
       const input = req.user!;
       checkUsername(input.username, "user.username");
+      const custom = dataChange(input, input.type.case === "human", true);
       const userId = newId();
       let event: NewEvent;
       if (input.type.case === "human") {
@@ -287,7 +293,16 @@ export function usersService(deps: ServiceDeps) {
       }
       const [stored] = await deps.eventStore.push({ instanceId, creator: call.creator }, async (tx) => {
         await holdOrg(tx, instanceId, orgId);
-        return [event];
+        // the creator writes as an administrator of the organization (`owner` field permissions)
+        const data = custom && (await decideUserData(tx, instanceId, NO_DATA, custom, "owner"));
+        if (!data) return [event];
+        const payload = {
+          ...event.payload,
+          schema_id: data.schemaId,
+          schema_revision: data.revision,
+          data: data.data,
+        };
+        return [{ ...event, payload }];
       });
       return {
         details: resourceDetails({
@@ -300,15 +315,20 @@ export function usersService(deps: ServiceDeps) {
     },
 
     async getUser(req, ctx) {
-      const { call, row } = await userCall(ctx, req.id, "user.read");
+      // the user itself may read itself (its custom data as the `self` field permissions allow)
+      const { call, row } = await userCall(ctx, req.id, "user.read", { self: true });
       const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
       const metadata = await readMetadata(deps.db, instanceId, [row.id]);
-      return { user: toUser(row, metadata.get(row.id)) };
+      const data = await visibleData(deps.db, instanceId, [row], () => roleOn(call.caller, row.id));
+      return { user: toUser(row, metadata.get(row.id), data.get(row.id)) };
     },
 
     async patchUser(req, ctx) {
-      const { call, row } = await userCall(ctx, req.id, "user.write");
+      // the user itself may change its custom data alone (as the `self` field permissions allow)
+      const { call, row } = await userCall(ctx, req.id, "user.write", { self: onlyData(req.user) });
       const change = changeOf(req.user, row.type);
+      const custom = req.user ? dataChange(req.user, row.type === UserType.human, false) : undefined;
+      const role = roleOn(call.caller, req.id);
       const username = req.user?.username;
       if (username !== undefined) checkUsername(username, "user.username");
       const problem =
@@ -321,7 +341,12 @@ export function usersService(deps: ServiceDeps) {
         ];
         // an address changed without is_verified: true is unverified and gets a code to prove it
         const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-        return [...events, ...(await codes.codes.codesOnChange(tx, instanceId, user, events))];
+        const data = custom && (await decideUserData(tx, instanceId, user.custom, custom, role));
+        return [
+          ...events,
+          ...(await codes.codes.codesOnChange(tx, instanceId, user, events)),
+          ...userDataEvents(user, data),
+        ];
       });
       return { details };
     },
@@ -394,7 +419,11 @@ export function usersService(deps: ServiceDeps) {
         instanceId,
         result.rows.map((r) => r.id),
       );
-      return { details: listDetails(result), result: result.rows.map((r) => toUser(r, metadata.get(r.id))) };
+      const data = await visibleData(deps.db, instanceId, result.rows, (row) => roleOn(call.caller, row.id));
+      return {
+        details: listDetails(result),
+        result: result.rows.map((r) => toUser(r, metadata.get(r.id), data.get(r.id))),
+      };
     },
 
     lockUser: (req, ctx) => stateAction(ctx, req.id, "lock"),
@@ -428,16 +457,15 @@ export function usersService(deps: ServiceDeps) {
       let refused: InvalidArgumentError | undefined;
       const details = await onUser(call, req.id, (user) => {
         refused = undefined;
-        if (code !== undefined) {
-          // the code (RequestPasswordReset, InviteUser) stands for the current password
-          const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-          const checked = codes.codes.checkPasswordCode(instanceId, user, code);
-          if (!checked.ok) {
-            refused = checked.error;
-            return checked.events; // the wrong try is counted, nothing else changes
-          }
-        }
-        return setPasswordEvents(user, passwordHash, input.changeRequired);
+        if (code === undefined) return setPasswordEvents(user, passwordHash, input.changeRequired);
+        // the code (RequestPasswordReset or InviteUser: either kind here) stands for the current password
+        const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+        const decided = codes.codes.setPasswordWithCode(instanceId, user, code, passwordHash, {
+          changeRequired: input.changeRequired,
+        });
+        // a wrong code: the wrong try is counted, nothing else changes
+        if (!decided.ok) refused = decided.error;
+        return decided.events;
       });
       if (refused) throw refused;
       return { details };

@@ -1,12 +1,12 @@
 /**
  * GET /: the account page for browsers, a JSON pointer for API clients. The one page outside /ui (no form
  * parser, no rate limits, the server's own error pages); its forms post to /ui/login/account/* (./profile.ts,
- * ./password.ts, ./links.ts, ./sessions.ts), each answering 303 back here (./kit.ts).
+ * ./contact.ts, ./password.ts, ./links.ts, ./sessions.ts), each answering 303 back here (./kit.ts).
  *
  * The page shows the browser's accounts (its live sessions) and manages one of them: the most recent, or
  * the one chosen with `?account=<session ID>` (a session of this browser; any other ID shows the most
- * recent). Sections: the profile, the password (with the policy), e-mail and phone (read-only until their
- * verification codes exist), the links to external identity providers, the sessions of this browser.
+ * recent). Sections: the profile, e-mail and phone (each changed, and proved with a code), the password
+ * (with the policy), the links to external identity providers, the sessions of this browser.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { supportedLanguages } from "../../../domain/settings/languages.ts";
@@ -16,10 +16,12 @@ import { sendPage } from "../../render.ts";
 import type { LoginSession } from "../../sessions.ts";
 import { csrfToken } from "../../user-agent.ts";
 import { accountView, type Query, stepUrl } from "../kit.ts";
+import { contactFields } from "./contact.ts";
 import { type AccountOutcome, accountUrl, takeOutcome } from "./kit.ts";
 import { passwordFields } from "./password.ts";
 import { PROFILE_LIMITS, profileFields } from "./profile.ts";
 
+export { accountContactStep } from "./contact.ts";
 export { accountLinksStep } from "./links.ts";
 export { accountPasswordStep } from "./password.ts";
 export { accountProfileStep } from "./profile.ts";
@@ -150,6 +152,8 @@ async function sendAccountPage(
     };
   };
   const profile = formState("profile");
+  const email = formState("email");
+  const phone = formState("phone");
   const password = formState("password");
   const linkState = formState("links");
   const sessionState = formState("sessions");
@@ -162,6 +166,11 @@ async function sendAccountPage(
       ...profile,
       fields: profileFields(t, user, profile),
       languages: supportedLanguages.map((lang) => ({ value: lang, label: t(`language.${lang}`) })),
+    },
+    contact: {
+      email,
+      phone,
+      fields: contactFields(t, user, { email, phone }),
     },
     password: {
       ...password,

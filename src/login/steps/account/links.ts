@@ -5,8 +5,9 @@
  * to sign in: the user's only link while the user has no password (`keepSignIn`).
  */
 import type { FastifyInstance } from "fastify";
-import { foldUser, LAST_SIGN_IN_METHOD, removeIdpLinkEvents } from "../../../domain/user/commands.ts";
+import { foldUser } from "../../../domain/user/aggregate.ts";
 import { USER } from "../../../domain/user/events.ts";
+import { LAST_SIGN_IN_METHOD, removeIdpLinkEvents } from "../../../domain/user/idp-links.ts";
 import { FailedPreconditionError, NotFoundError } from "../../../errors.ts";
 import { field, type StepKit } from "../kit.ts";
 import { accountPost, redirectWithOutcome } from "./kit.ts";

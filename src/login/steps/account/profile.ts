@@ -6,8 +6,8 @@
  * (`profileChange`, `changeUserEvents`), appended with the user as creator. Any invalid value stores
  * nothing; the form shows each field's error with the values typed.
  *
- * E-mail address and phone number are not changed here: a change needs a verification code sent to the
- * new address first, which comes with the verification codes (the page shows them read-only until then).
+ * E-mail address and phone number have forms of their own (./contact.ts): a new address is unverified
+ * and gets its verification code.
  */
 import { create } from "@bufbuild/protobuf";
 import type { FastifyInstance } from "fastify";

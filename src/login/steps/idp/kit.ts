@@ -14,6 +14,7 @@ import { IDP_CALLBACK_PATH } from "../../idp/login-idps.ts";
 import { sendPage } from "../../render.ts";
 import type { UserAgent } from "../../user-agent.ts";
 import { type StepKit, stepUrl } from "../kit.ts";
+import { sendRegistrationCode } from "../register.ts";
 
 /** An error page of a sign-in with a provider, linking back to the login-name page. */
 export const failPage = (
@@ -82,7 +83,9 @@ export async function intentOf(
 
 /**
  * Signs the user in for the auth request (checking the session of this browser again, or a new one),
- * marking the provider's check, and continues to the completion.
+ * marking the provider's check, and continues to the completion. A user just created with an unverified
+ * e-mail address is sent its code (VERIFY_EMAIL, as after a local registration) and continues to the
+ * verification page first, which completes the sign-in (or skips the code).
  */
 export async function signIn(
   kit: StepKit,
@@ -125,8 +128,12 @@ export async function signIn(
   }
   await kit.idps.intents.finish(intent);
   await login.authRequests.attachSession(authRequest, sessionId);
-  await login.authRequests.setUiState(authRequest, {});
-  const next = stepUrl("complete", authRequest.id);
+  let next = stepUrl("complete", authRequest.id);
+  if (user.unverifiedEmail) {
+    const notice = await sendRegistrationCode(login, instanceId, user.id, user.unverifiedEmail);
+    await login.authRequests.setUiState(authRequest, { page: "verify-email", values: { notice } });
+    next = stepUrl("verify-email", authRequest.id);
+  } else await login.authRequests.setUiState(authRequest, {});
   if (request.method === "POST") return reply.redirect(next, 303);
   // Back from the provider: the browser came here by redirects from the provider's own form post, and
   // browsers apply that page's CSP form-action to every further redirect (to the application). A page

@@ -5,8 +5,9 @@
  */
 import type { FastifyInstance } from "fastify";
 import { findUser } from "../../../domain/session/commands.ts";
-import { addIdpLinkEvents, foldUser } from "../../../domain/user/commands.ts";
+import { foldUser } from "../../../domain/user/commands.ts";
 import { USER } from "../../../domain/user/events.ts";
+import { addIdpLinkEvents } from "../../../domain/user/idp-links.ts";
 import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "../../../errors.ts";
 import { autoUpdate, type LinkedUser, proposal } from "../../idp/accounts.ts";
 import { checkPasswordForSignIn } from "../../password.ts";
