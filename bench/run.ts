@@ -119,6 +119,8 @@ interface Scenario {
   bodies?: string[];
   /** A body per request (the i-th), for requests that must differ (unique usernames). */
   body?: (i: number) => string;
+  /** Run once before the scenario; false: the server cannot (an older version), the scenario is skipped. */
+  setup?: () => Promise<boolean>;
 }
 
 const scenarios: Scenario[] = [
@@ -140,6 +142,29 @@ const scenarios: Scenario[] = [
     name: "GET /ui/login/loginname (login page: language settings + template)",
     path: "/ui/login/loginname",
     headers: { accept: "text/html", "accept-language": "de" },
+  },
+  {
+    // the instance branded (colours in both schemes, a logo): the page links its branding stylesheet
+    name: "GET /ui/login/loginname (branded: colours + logo, stylesheet link)",
+    path: "/ui/login/loginname",
+    headers: { accept: "text/html", "accept-language": "de" },
+    setup: async () => {
+      const png = Buffer.from(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC",
+        "base64",
+      );
+      const response = await fetch(`${url}/settings/v3alpha/branding`, {
+        method: "PATCH",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({
+          primary_color: { set: "#b23c17" },
+          background_color: { set: "#fffaf5" },
+          primary_color_dark: { set: "#ff9e7a" },
+          logo: { set: { content: png.toString("base64"), content_type: "image/png" } },
+        }),
+      });
+      return response.status === 200;
+    },
   },
   {
     name: "POST /resources/v3alpha/sessions (login: argon2id password check)",
@@ -193,6 +218,10 @@ async function apiScenarios(): Promise<void> {
   console.log(`Management API, ${connections} connections`);
   const match = process.env.BENCH_API_MATCH ? new RegExp(process.env.BENCH_API_MATCH) : undefined;
   for (const scenario of scenarios.filter((s) => !match || match.test(s.name))) {
+    if (scenario.setup && !(await scenario.setup())) {
+      console.log(`skipped (the server cannot set it up): ${scenario.name}`);
+      continue;
+    }
     let i = 0;
     const cpuBefore = await cpuNow();
     const result = await autocannon({

@@ -15,6 +15,7 @@
  */
 import cookie from "@fastify/cookie";
 import type { FastifyInstance } from "fastify";
+import { registerBrandingAssets } from "./branding-assets.ts";
 import { Login, type LoginDeps, type LoginOptions } from "./login.ts";
 import { registerLoginRoutes } from "./steps/index.ts";
 
@@ -52,10 +53,14 @@ export { renderFormPost, sendFormPost } from "./render.ts";
 export { findLoginSession, type LoginSession, type SessionSelection } from "./sessions.ts";
 export { readUserAgent, USER_AGENT_COOKIE, type UserAgent } from "./user-agent.ts";
 
-/** Registers the cookie parser (all routes), the login UI under /ui and `GET /`; answers the Login. */
+/**
+ * Registers the cookie parser (all routes), the login UI under /ui and `GET /`, the branding's assets
+ * under /assets/v3alpha; answers the Login.
+ */
 export function registerLogin(app: FastifyInstance, deps: LoginDeps, options: LoginOptions = {}): Login {
   const login = new Login(deps, options);
   app.register(cookie);
   app.register(async (scope) => registerLoginRoutes(scope, login));
+  app.register(async (scope) => registerBrandingAssets(scope, login));
   return login;
 }

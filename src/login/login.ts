@@ -19,6 +19,7 @@ import { resolveSetting, type SettingsLayer } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
 import { loginOverrides } from "../texts/overrides.ts";
 import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
+import { brandingOf, type PageBranding } from "./branding.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
 import {
   chooseLanguage,
@@ -72,7 +73,7 @@ export class Login {
   readonly authRequests: AuthRequestStore;
   completer: AuthRequestCompleter;
   private dummyHash?: Promise<string>;
-  /** The language, login and text settings the pages read (cached, invalidated by settings events). */
+  /** The language, login, text and branding settings the pages read (cached, invalidated by settings events). */
   private readonly settings: SettingsLayerCache;
   /**
    * The translators with administrators' texts, by the cached text layers they were made from: a change
@@ -140,6 +141,11 @@ export class Login {
     const layers = await this.settings.layers(LOGIN, context);
     const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
     return resolveSetting<boolean>(layers, name, owner, loginDefaults[name]).value === true;
+  }
+
+  /** The branding of the organization's pages (or the instance's), cached until the settings change. */
+  branding(instanceId: string, orgId: string | undefined): Promise<PageBranding> {
+    return brandingOf(this.settings, instanceId, orgId);
   }
 
   /**
@@ -252,15 +258,24 @@ export class Login {
     return made;
   }
 
+  /**
+   * What every page needs. Its branding is the sign-in's organization's (the auth request's), else that of
+   * `userOrgId` (the organization of the user the page is for, once known), else the instance's.
+   */
   async pageContext(
     request: FastifyRequest,
-    options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[] } = {},
+    options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[]; userOrgId?: string } = {},
   ): Promise<PageContext> {
     const { authRequest } = options;
-    const language = await this.languageOf(request, authRequest, options.uiLocales);
+    const [language, instance, branding] = await Promise.all([
+      this.languageOf(request, authRequest, options.uiLocales),
+      this.instance(request),
+      this.branding(this.instanceId(request), authRequest?.orgId ?? options.userOrgId),
+    ]);
     return {
       translator: language.translator,
-      instanceName: (await this.instance(request)).name,
+      instanceName: instance.name,
+      branding,
       formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
       csrf: options.csrf,
       authRequestId: authRequest?.id,

@@ -55,7 +55,7 @@ export async function sendLogoutConfirmation(
     .filter((s) => confirmation.sessionIds.includes(s.id))
     .map((s) => ({
       displayName: s.displayName,
-      loginName: s.loginName,
+      loginName: context.branding?.hideLoginNameSuffix ? s.username : s.loginName,
       initials: initials(s.displayName || s.loginName),
     }));
   return sendPage(reply, context, "logout", {

@@ -14,6 +14,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { Eta } from "eta";
 import type { FastifyReply } from "fastify";
+import type { PageBranding } from "./branding.ts";
 import type { Translator } from "./i18n.ts";
 import type { LanguageLink } from "./language-picker.ts";
 
@@ -76,6 +77,8 @@ export interface PageContext {
   authRequestId?: string;
   /** The language picker's links (./language-picker.ts); none: no picker. */
   languages?: LanguageLink[];
+  /** The organization's (or instance's) colours, logo, icon and what they hide (./branding.ts). */
+  branding?: PageBranding;
 }
 
 /** The HTML of a template with the page context (title translated by the caller). */
@@ -91,6 +94,10 @@ export function renderHtml(
     lang: translator.lang,
     instanceName: context.instanceName,
     cssUrl: STYLESHEET.url,
+    brandingCssUrl: context.branding?.stylesheet?.url,
+    logo: context.branding?.logo,
+    icon: context.branding?.icon,
+    watermark: !context.branding?.hideWatermark,
     csrf: context.csrf,
     authRequestId: context.authRequestId,
     languages: context.languages ?? [],

@@ -17,6 +17,7 @@ import { activeProvider, type ProviderRow } from "../query/notification-provider
 import { settingsLayers } from "../query/settings.ts";
 import type { Queryable } from "../storage/database.ts";
 import { MessageTextCache } from "../texts/overrides.ts";
+import { MessageBrandings } from "./branding.ts";
 import {
   MESSAGES,
   type MessageInput,
@@ -60,6 +61,8 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
     (category, context) => settingsLayers(this.db, category, context),
     LANGUAGES_TTL_MS,
   );
+  /** The organizations' colours and logos of the e-mails. */
+  private readonly brandings: MessageBrandings;
 
   constructor(
     db: Queryable,
@@ -79,12 +82,14 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
       log,
       names: { outbox: "notification messages", item: "notification message", idField: "message_id" },
     });
+    this.brandings = new MessageBrandings(db);
   }
 
-  /** The language or text settings may have changed (a settings event, or changes this process missed). */
+  /** The language, text and branding settings may have changed (a settings event, or changes this process missed). */
   forgetLanguages(): void {
     this.languageCache.clear();
     this.texts.forget();
+    this.brandings.forget();
   }
 
   protected async claim(limit: number): Promise<MessageJob[]> {
@@ -174,6 +179,15 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
     return undefined;
   }
 
+  /** The colours and logo of the recipient's organization (a failed read is a failed attempt). */
+  private async brandingOf(row: ClaimedMessage) {
+    try {
+      return await this.brandings.of(row.instance_id, row.org_id ?? undefined, row.origin);
+    } catch (error) {
+      throw new AttemptFailure(`cannot read the branding settings: ${(error as Error).message}`, false);
+    }
+  }
+
   /** Renders and sends the message; throws an AttemptFailure when it was not sent. */
   private async sendMessage(row: MessageJob, smtp: SmtpSession | undefined): Promise<void> {
     const { provider, languages } = row;
@@ -217,6 +231,7 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
       },
       orgName: row.org_name ?? "",
       instanceName: row.instance_name ?? "",
+      branding: kind === "smtp" ? await this.brandingOf(row) : undefined,
       ...code,
     } as MessageInput<typeof type>;
     const rendered = renderMessage(type, input);

@@ -11,6 +11,7 @@ import { notificationsService } from "./notifications/service.ts";
 import { organizationsService } from "./organizations/organizations.ts";
 import { projectsService } from "./projects/service.ts";
 import { sessionsService } from "./sessions/sessions.ts";
+import { brandingSettingsService } from "./settings/branding.ts";
 import { featureSettingsService } from "./settings/features.ts";
 import { languageSettingsService } from "./settings/languages.ts";
 import { loginSettingsService } from "./settings/login.ts";
@@ -28,6 +29,7 @@ export function apiServices(deps: ServiceDeps): ApiService[] {
     languageSettingsService(deps),
     loginSettingsService(deps),
     textSettingsService(deps),
+    brandingSettingsService(deps),
     usersService(deps),
     membershipsService(deps),
     sessionsService(deps),

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { EventStore } from "../../eventstore/eventstore.ts";
 import type { StoredEvent } from "../../eventstore/types.ts";
+import type { Queryable } from "../../storage/database.ts";
 import {
   SETTINGS,
   type SettingsChangedPayload,
@@ -17,6 +18,8 @@ export interface SettingsChange {
   set: Record<string, unknown>;
   reset: string[];
   creator: string;
+  /** Rows outside the event store written in the change's transaction (the branding images' bytes). */
+  writeRows?: (tx: Queryable) => Promise<void>;
 }
 
 export interface SettingsVersion {
@@ -50,6 +53,7 @@ export async function changeSettings(
     async (tx) => {
       // The read model holds the folded values; expect() first, so a concurrent change makes this re-run.
       await tx.expect(SETTINGS, aggregateId);
+      await change.writeRows?.(tx);
       const rows = await tx.query<{ settings: Record<string, unknown>; sequence: number; changed_at: Date }>(
         `SELECT settings, sequence, changed_at FROM settings
        WHERE instance_id = $1 AND owner_type = $2 AND owner_id = $3 AND category = $4`,

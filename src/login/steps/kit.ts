@@ -43,12 +43,18 @@ export const backToSignIn = { url: "/ui/login/loginname", text: "error.back" };
 export const errorOn = (authRequest: AuthRequest | undefined, page: string): UiState =>
   authRequest?.uiState.page === page ? authRequest.uiState : {};
 
-/** The avatar, name and login name of an account. */
-export function accountView(session: Pick<LoginSession, "displayName" | "loginName" | "id">) {
+/**
+ * The avatar, name and login name of an account; `hideSuffix` (the branding's hide_login_name_suffix):
+ * the username without `@domain`.
+ */
+export function accountView(
+  session: Pick<LoginSession, "displayName" | "loginName" | "username" | "id">,
+  hideSuffix = false,
+) {
   return {
     sessionId: session.id,
     displayName: session.displayName,
-    loginName: session.loginName,
+    loginName: hideSuffix ? session.username : session.loginName,
     initials: initials(session.displayName || session.loginName),
   };
 }
@@ -170,13 +176,17 @@ export class StepKit {
     });
   }
 
-  /** The context of a page with forms (the CSRF token of the browser). */
+  /**
+   * The context of a page with forms (the CSRF token of the browser); `userOrgId`: the organization of the
+   * user the page is for, once known (its branding applies unless the auth request names one).
+   */
   async pageFor(
     request: FastifyRequest,
     agent: UserAgent,
     authRequest: AuthRequest | undefined,
+    userOrgId?: string,
   ): Promise<PageContext> {
-    return this.login.pageContext(request, { authRequest, csrf: csrfToken(agent) });
+    return this.login.pageContext(request, { authRequest, csrf: csrfToken(agent), userOrgId });
   }
 
   /** The browser's sessions an auth request may use (those of its organization). */

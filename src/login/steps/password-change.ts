@@ -86,14 +86,14 @@ export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
     if (!authRequest) return reply;
     const session = await sessionToChange(request, reply, authRequest, 302);
     if (!session) return reply;
-    const context = await kit.pageFor(request, agent, authRequest);
+    const context = await kit.pageFor(request, agent, authRequest, session.orgId);
     const { t } = context.translator;
     const state = authRequest.uiState.page === PAGE ? authRequest.uiState : {};
     return sendPage(reply, context, TEMPLATE, {
       title: t("passwordChange.title"),
       account: {
         displayName: session.displayName,
-        loginName: session.loginName,
+        loginName: context.branding?.hideLoginNameSuffix ? session.username : session.loginName,
         initials: initials(session.displayName || session.loginName),
       },
       error: state.error,

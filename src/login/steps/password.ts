@@ -22,14 +22,14 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
     if (!authRequest) return reply;
     let account: ReturnType<typeof accountView> | undefined;
     let reauth = false;
-    if (authRequest.sessionId) {
-      const session = (await kit.sessionsFor(request, authRequest)).find(
-        (s) => s.id === authRequest.sessionId,
-      );
-      if (session) {
-        account = accountView(session);
-        reauth = session.authTime !== undefined;
-      }
+    const session = authRequest.sessionId
+      ? (await kit.sessionsFor(request, authRequest)).find((s) => s.id === authRequest.sessionId)
+      : undefined;
+    // the user's organization is known from a chosen session only (a typed name is not looked up here)
+    const context = await kit.pageFor(request, agent, authRequest, session?.orgId);
+    if (session) {
+      account = accountView(session, context.branding?.hideLoginNameSuffix);
+      reauth = session.authTime !== undefined;
     }
     // a typed login name is shown as typed: the page does not tell whether it exists
     if (!account && authRequest.loginName)
@@ -40,7 +40,6 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
         initials: initials(authRequest.loginName),
       };
     if (!account) return reply.redirect(stepUrl("loginname", authRequest.id), 302);
-    const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const hideReset = await login.loginFlag(authRequest.instanceId, authRequest.orgId, "hide_password_reset");
     return sendPage(reply, context, TEMPLATE, {

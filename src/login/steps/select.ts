@@ -29,7 +29,7 @@ export function selectStep(ui: FastifyInstance, kit: StepKit): void {
     const { t } = context.translator;
     return sendPage(reply, context, TEMPLATE, {
       title: t("select.title"),
-      accounts: ordered.map(accountView),
+      accounts: ordered.map((s) => accountView(s, context.branding?.hideLoginNameSuffix)),
       otherAccountUrl: stepUrl("loginname", authRequest.id),
     });
   });

@@ -88,6 +88,7 @@ export const instancesProjection: Projection = {
         "oidc_refresh_tokens",
         "oidc_authorization_codes",
         "oidc_used_assertions",
+        "branding_assets",
       ]) {
         await tx.query(`DELETE FROM ${table} WHERE instance_id = $1`, [e.aggregateId]);
       }

@@ -134,7 +134,8 @@ async function sendAccountPage(
     readAccountUser(login, instanceId, current.userId),
     readLinks(login, instanceId, current.userId),
   ]);
-  const context = await login.pageContext(request, { csrf: csrfToken(agent) });
+  const context = await login.pageContext(request, { csrf: csrfToken(agent), userOrgId: current.orgId });
+  const hideSuffix = context.branding?.hideLoginNameSuffix;
   const { t, dateTime } = context.translator;
   const state = (form: string) => (outcome?.form === form ? outcome : undefined);
   const formState = (form: string) => {
@@ -159,7 +160,7 @@ async function sendAccountPage(
   return sendPage(reply, context, TEMPLATE, {
     title: t("account.title"),
     session: current.id,
-    current: { ...accountView(current), email: current.email },
+    current: { ...accountView(current, hideSuffix), email: current.email },
     user,
     profile: {
       ...profile,
@@ -186,7 +187,7 @@ async function sendAccountPage(
     sessions: {
       ...sessionState,
       items: sessions.map((s) => ({
-        ...accountView(s),
+        ...accountView(s, hideSuffix),
         current: s.id === current.id,
         manageUrl: accountUrl(s.id),
         lastSignIn: s.authTime ? t("account.lastSignIn", { time: dateTime(s.authTime) }) : undefined,
