@@ -1,7 +1,7 @@
 /**
  * The account page's forms in Debian's Chromium (playwright-core): each form's success and failure as a
  * person meets them (the e-mail change's code arrives at a real SMTP server), what they store (read back
- * through the users API), the refusals (no CSRF token, another browser's account), and axe-core on every
+ * through the users API; the custom data of a user schema too), the refusals (no CSRF token, another browser's account), and axe-core on every
  * state in light and dark mode. The HTTP-level details are in src/login/account.test.ts.
  *
  * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
@@ -12,6 +12,7 @@ import type { Browser, Page } from "playwright-core";
 import { foldUser } from "../src/domain/user/commands.ts";
 import { USER } from "../src/domain/user/events.ts";
 import { addIdpLinkEvents } from "../src/domain/user/idp-links.ts";
+import { giveMemberData, MEMBER_DATA } from "./account-data.ts";
 import { addMachineUser, eventCount, restClient } from "./helpers.ts";
 import { addHuman, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
 import { axeViolations, launchChromium, PASSWORD, watchProblems } from "./login-browser.ts";
@@ -110,6 +111,53 @@ describe("account page in Chromium", () => {
       [profile.given_name, profile.nick_name, profile.preferred_language],
       ["Olivia", "Olly", "de"],
     );
+    assert.deepEqual(failures, []);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  it("edits the custom data of the user's schema: a field error stores nothing, a valid form is saved", async () => {
+    const id = await addHuman(platform, "mara", PASSWORD, { givenName: "Mara", familyName: "Weber" });
+    await giveMemberData(platform, id);
+    const { context, page, problems } = await signedInPage("mara");
+    const section = page.getByRole("region", { name: "Additional information" });
+    await section.waitFor();
+    const failures = await axe(page, "account with custom data");
+    assert.equal(await section.getByText("M-1042").count(), 1, "read-only property shown as text");
+    assert.equal(await page.getByText("prefers phone calls").count(), 0, "hidden property not shown");
+    assert.equal(await section.getByRole("group", { name: "Postal address" }).count(), 1);
+
+    const before = await eventCount(platform);
+    await section.getByLabel("Membership").selectOption({ label: "premium" });
+    await section.getByLabel("Monthly newsletter").check();
+    await section.getByLabel("Year of birth").fill("1800");
+    await section.getByLabel("City").fill("");
+    await page.getByRole("button", { name: "Save information" }).click();
+    await page.locator("#data-error").waitFor();
+    assert.equal(await eventCount(platform), before, "nothing stored");
+    const year = page.getByLabel("Year of birth");
+    assert.equal(await year.getAttribute("aria-invalid"), "true");
+    const describedBy = (await year.getAttribute("aria-describedby")) ?? "";
+    assert.equal(await page.locator(`#${describedBy}`).textContent(), "This value is not valid.");
+    assert.ok(
+      await year.evaluate((el) => el === el.ownerDocument.activeElement),
+      "the invalid field has the focus",
+    );
+    assert.ok(await page.getByLabel("Monthly newsletter").isChecked(), "typed values kept");
+    failures.push(...(await axe(page, "custom data errors")));
+
+    await year.fill("1985");
+    await page.getByRole("button", { name: "Save information" }).click();
+    await page.locator(".notice").waitFor();
+    assert.equal(await page.locator(".notice").textContent(), "Your information was saved.");
+    failures.push(...(await axe(page, "custom data saved")));
+    assert.deepEqual((await userOf(id)).data, {
+      ...MEMBER_DATA,
+      membership: "premium",
+      newsletter: true,
+      birth_year: 1985,
+      address: { street: "Seestrasse 12", zip: "8002" },
+    });
     assert.deepEqual(failures, []);
     assert.deepEqual(problems, []);
     await context.close();

@@ -14,6 +14,7 @@ import { hashPassword } from "../src/crypto/password.ts";
 import { foldUser, userEvent } from "../src/domain/user/commands.ts";
 import { USER, UserEvent } from "../src/domain/user/events.ts";
 import type { AuthRequestInput } from "../src/login/index.ts";
+import { giveMemberData } from "./account-data.ts";
 import type { Federation } from "./idp-federation.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
 
@@ -157,7 +158,9 @@ export const PASSWORD = "Secret-Passw0rd!";
 /** The users the page walk signs in with (call once per platform). */
 export async function addWalkUsers(platform: LoginTestPlatform): Promise<void> {
   await addHuman(platform, "alice", PASSWORD, { givenName: "Alice", familyName: "Martin" });
-  await addHuman(platform, "bob", PASSWORD, { givenName: "Bob", familyName: "Keller" });
+  const bob = await addHuman(platform, "bob", PASSWORD, { givenName: "Bob", familyName: "Keller" });
+  // the account page shows bob's custom data (a user schema's section)
+  await giveMemberData(platform, bob);
   // the walk shows the password change it must make and leaves it pending
   const carla = await addHuman(platform, "carla.new", PASSWORD, { givenName: "Carla", familyName: "Rossi" });
   await requirePasswordChange(platform, carla, PASSWORD);

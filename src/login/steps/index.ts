@@ -34,7 +34,7 @@
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions (signout)
  *   GET  /ui/login/signedout          "You are signed out" (signout)
- *   POST /ui/login/account/profile    the account page's forms (account/): profile, e-mail and phone
+ *   POST /ui/login/account/profile    the account page's forms (account/): profile, custom data (/data), e-mail and phone
  *   POST /ui/login/account/email      (changed, /verify with a code, /code for a new code), password,
  *   POST /ui/login/account/phone      removing a link to an identity provider, signing one account out;
  *   POST /ui/login/account/password   each rate-limited per IP (the password also per login name), each
@@ -54,6 +54,7 @@ import { sharedRateLimitStore } from "../rate-limits.ts";
 import { STYLESHEET } from "../render.ts";
 import {
   accountContactStep,
+  accountDataStep,
   accountLinksStep,
   accountPasswordStep,
   accountProfileStep,
@@ -99,6 +100,7 @@ const STEPS: readonly Step[] = [
   completeStep,
   signOutStep,
   accountProfileStep,
+  accountDataStep,
   accountContactStep,
   accountPasswordStep,
   accountLinksStep,

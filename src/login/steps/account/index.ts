@@ -5,7 +5,7 @@
  *
  * The page shows the browser's accounts (its live sessions) and manages one of them: the most recent, or
  * the one chosen with `?account=<session ID>` (a session of this browser; any other ID shows the most
- * recent). Sections: the profile, e-mail and phone (each changed, and proved with a code), the password
+ * recent). Sections: the profile, the custom data of the user's schema (./data.ts; none without a schema), e-mail and phone (each changed, and proved with a code), the password
  * (with the policy), the links to external identity providers, the sessions of this browser.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -17,11 +17,13 @@ import type { LoginSession } from "../../sessions.ts";
 import { csrfToken } from "../../user-agent.ts";
 import { accountView, type Query, stepUrl } from "../kit.ts";
 import { contactFields } from "./contact.ts";
+import { dataFields, hasWritable, readAccountData } from "./data.ts";
 import { type AccountOutcome, accountUrl, takeOutcome } from "./kit.ts";
 import { passwordFields } from "./password.ts";
 import { PROFILE_LIMITS, profileFields } from "./profile.ts";
 
 export { accountContactStep } from "./contact.ts";
+export { accountDataStep } from "./data.ts";
 export { accountLinksStep } from "./links.ts";
 export { accountPasswordStep } from "./password.ts";
 export { accountProfileStep } from "./profile.ts";
@@ -130,9 +132,10 @@ async function sendAccountPage(
     current.id,
     login.deps.config.externalSecure,
   );
-  const [user, links] = await Promise.all([
+  const [user, links, customData] = await Promise.all([
     readAccountUser(login, instanceId, current.userId),
     readLinks(login, instanceId, current.userId),
+    readAccountData(login.deps.db, instanceId, current.userId),
   ]);
   const context = await login.pageContext(request, { csrf: csrfToken(agent), userOrgId: current.orgId });
   const hideSuffix = context.branding?.hideLoginNameSuffix;
@@ -152,6 +155,8 @@ async function sendAccountPage(
     };
   };
   const profile = formState("profile");
+  const dataState = formState("data");
+  const customFields = customData && dataFields(t, customData, dataState);
   const email = formState("email");
   const phone = formState("phone");
   const password = formState("password");
@@ -167,6 +172,10 @@ async function sendAccountPage(
       fields: profileFields(t, user, profile),
       languages: supportedLanguages.map((lang) => ({ value: lang, label: t(`language.${lang}`) })),
     },
+    // without a schema, no section; a post's error still shows (the schema was taken away meanwhile)
+    data: customFields
+      ? { ...dataState, fields: customFields, writable: hasWritable(customFields) }
+      : dataState.error && { ...dataState, fields: [], writable: false },
     contact: {
       email,
       phone,
