@@ -220,10 +220,16 @@ export class Login {
     return (await this.languageOf(request, authRequest, uiLocales)).translator;
   }
 
+  /**
+   * The language (by the auth request's organization's language settings, else the instance's) and its
+   * translator with the texts of the auth request's organization, else of `userOrgId` (the user the page
+   * is for, once known), else the instance's.
+   */
   private async languageOf(
     request: FastifyRequest,
     authRequest?: AuthRequest,
     uiLocales?: string[],
+    userOrgId?: string,
   ): Promise<{ choice: LanguageChoice; translator: Translator }> {
     const instanceId = this.instanceId(request);
     const orgId = authRequest?.orgId;
@@ -239,7 +245,7 @@ export class Login {
       typeof acceptLanguage === "string" ? acceptLanguage : undefined,
       pickedLanguage(request),
     );
-    return { choice, translator: await this.textsTranslator(instanceId, orgId, lang) };
+    return { choice, translator: await this.textsTranslator(instanceId, orgId ?? userOrgId, lang) };
   }
 
   /** The translator of `lang` with the texts set for the organization (else the instance). */
@@ -259,8 +265,9 @@ export class Login {
   }
 
   /**
-   * What every page needs. Its branding is the sign-in's organization's (the auth request's), else that of
-   * `userOrgId` (the organization of the user the page is for, once known), else the instance's.
+   * What every page needs. Its branding and texts are the sign-in's organization's (the auth request's),
+   * else those of `userOrgId` (the organization of the user the page is for, once known), else the
+   * instance's.
    */
   async pageContext(
     request: FastifyRequest,
@@ -268,7 +275,7 @@ export class Login {
   ): Promise<PageContext> {
     const { authRequest } = options;
     const [language, instance, branding] = await Promise.all([
-      this.languageOf(request, authRequest, options.uiLocales),
+      this.languageOf(request, authRequest, options.uiLocales, options.userOrgId),
       this.instance(request),
       this.branding(this.instanceId(request), authRequest?.orgId ?? options.userOrgId),
     ]);

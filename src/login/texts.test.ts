@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { addOrg, restClient } from "../../test/helpers.ts";
 import {
+  addHuman,
   createAuthRequest,
   HttpBrowser,
   type LoginTestPlatform,
@@ -34,6 +35,7 @@ describe("login UI and messages: administrators' texts, language picker", () => 
     const response = await rest("PATCH", `${TEXTS}/${language}${query}`, { json: { texts } });
     assert.equal(response.status, 200, response.text);
   };
+  const PASSWORD = "Correct-horse-1";
   const title = (html: string) => /<h1 id="page-title">([^<]*)<\/h1>/.exec(html)?.[1];
   const intro = (html: string) => /<p class="intro">([^<]*)<\/p>/.exec(html)?.[1];
 
@@ -99,6 +101,22 @@ describe("login UI and messages: administrators' texts, language picker", () => 
     assert.equal(title(await orgPage()), "Welcome to the instance");
     await setTexts("en", { "login.loginname.title": { reset: true } });
     assert.equal(title(await orgPage()), "Sign in");
+  });
+
+  it("once the user is known, its organization's texts apply where the auth request names none", async () => {
+    await addHuman(platform, "tess", PASSWORD, { orgId });
+    await setTexts("en", { "login.account.title": { set: "Texts Org account" } }, `?ctx.org_id=${orgId}`);
+    const browser = new HttpBrowser(platform.url, { "accept-language": "en" });
+    const loginPage = await browser.follow("/ui/login/loginname");
+    assert.equal(title(loginPage.text), "Sign in", "no user yet: the instance's texts");
+    // a typed name is not looked up for its texts (that would tell which names exist)
+    const passwordPage = await browser.submit(loginPage, "/ui/login/loginname", { loginName: "tess" });
+    assert.equal(title(passwordPage.text), "Enter your password");
+    const account = await browser.submit(passwordPage, "/ui/login/password", { password: PASSWORD });
+    assert.equal(title(account.text), "Texts Org account");
+    await setTexts("en", { "login.account.title": { reset: true } }, `?ctx.org_id=${orgId}`);
+    const again = await browser.follow("/");
+    assert.equal(title(again.text), "Your account");
   });
 
   it("sends a message with the subject of the user's organization in the user's language", async () => {
