@@ -97,7 +97,7 @@ describe("branding in Chromium", () => {
       `getComputedStyle(document.querySelector(${JSON.stringify(selector)})).getPropertyValue(${JSON.stringify(property)})`,
     ) as Promise<string>;
 
-  it("an organization's page shows its colours and logo (computed styles, a loaded image, no CSP violation)", async () => {
+  it("an organization's page shows its colours, logo and title (computed styles, a loaded image, no CSP violation)", async () => {
     const orgId = await addOrg(platform, "Acme");
     await patchBranding(
       rest,
@@ -110,8 +110,13 @@ describe("branding in Chromium", () => {
       },
       `?ctx.org_id=${orgId}`,
     );
+    const texts = await rest("PATCH", `/settings/v3alpha/texts/en?ctx.org_id=${orgId}`, {
+      json: { texts: { "login.loginname.title": { set: "Sign in to Acme" } } },
+    });
+    assert.equal(texts.status, 200, texts.text);
     const { page, problems, close } = await signInPage(orgId);
     try {
+      assert.equal(await page.locator("h1").textContent(), "Sign in to Acme");
       assert.equal(await style(page, "button[type=submit]", "background-color"), "rgb(183, 28, 28)");
       assert.equal(await style(page, ".card", "background-color"), "rgb(255, 248, 225)");
       assert.equal(await style(page, "h1", "color"), "rgb(62, 39, 35)");
