@@ -48,7 +48,7 @@ const testFiles = files.length
   : [...find(path.join(root, "src")), ...find(path.join(root, "test"))].sort();
 const result = spawnSync(
   process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=120000", ...flags, ...testFiles],
+  ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=300000", ...flags, ...testFiles],
   { cwd: root, stdio: "inherit", env: process.env },
 );
 process.exit(result.status ?? 1);
