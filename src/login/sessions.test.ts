@@ -33,6 +33,7 @@ function session(id: string, username: string, overrides: Partial<LoginSession> 
     displayName: username,
     authTime: minutesAgo(30),
     amr: ["pwd"],
+    checks: { password: minutesAgo(30) },
     passwordCheckedAt: minutesAgo(30),
     passwordChangeRequired: false,
     createdAt: minutesAgo(60),

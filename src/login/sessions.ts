@@ -7,6 +7,7 @@
  * model: a session ended through the API, or whose user was removed, is gone here too. Only sessions of
  * active human users count.
  */
+import { amrOf, type SessionChecks } from "../domain/session/amr.ts";
 import { usernameKey } from "../domain/user/username.ts";
 import type { Queryable } from "../storage/database.ts";
 import type { AuthRequest } from "./auth-requests.ts";
@@ -28,8 +29,10 @@ export interface LoginSession {
    * `auth_time`; undefined when the session was never authenticated.
    */
   authTime?: Date;
-  /** Authentication methods (`amr`): `pwd` once the password was checked, `fed` after an identity provider. */
+  /** Authentication methods (RFC 8176 `amr`, src/domain/session/amr.ts). */
   amr: string[];
+  /** When each check of the session last passed (second factors included). */
+  checks: SessionChecks;
   /** The last password check; undefined when the password was never checked in this session. */
   passwordCheckedAt?: Date;
   /**
@@ -54,6 +57,13 @@ interface SessionRow {
   org_id: string;
   password_checked_at: Date | null;
   idp_checked_at: Date | null;
+  totp_checked_at: Date | null;
+  otp_email_checked_at: Date | null;
+  otp_sms_checked_at: Date | null;
+  recovery_code_checked_at: Date | null;
+  webauthn_checked_at: Date | null;
+  webauthn_user_verified: boolean | null;
+  webauthn_amr: string | null;
   created_at: Date;
   changed_at: Date;
   username: string;
@@ -69,12 +79,30 @@ interface SessionRow {
 const date = (value: Date | string) => (value instanceof Date ? value : new Date(value));
 
 /** The later of two optional instants. */
-function latest(a: Date | string | null, b: Date | string | null): Date | undefined {
-  const dates = [a, b].filter((d): d is Date | string => d !== null).map(date);
+function latest(...values: Array<Date | undefined>): Date | undefined {
+  const dates = values.filter((d): d is Date => d !== undefined);
   return dates.length ? new Date(Math.max(...dates.map((d) => d.getTime()))) : undefined;
 }
 
+const optionalDate = (value: Date | string | null) => (value === null ? undefined : date(value));
+
+/** The session's check times from its row. */
+function checksOf(row: SessionRow): SessionChecks {
+  return {
+    password: optionalDate(row.password_checked_at),
+    idp: optionalDate(row.idp_checked_at),
+    totp: optionalDate(row.totp_checked_at),
+    otpEmail: optionalDate(row.otp_email_checked_at),
+    otpSms: optionalDate(row.otp_sms_checked_at),
+    recoveryCode: optionalDate(row.recovery_code_checked_at),
+    webauthn: optionalDate(row.webauthn_checked_at),
+    webauthnUserVerified: row.webauthn_user_verified === true,
+    webauthnAmr: row.webauthn_amr === "swk" ? "swk" : row.webauthn_amr === "hwk" ? "hwk" : undefined,
+  };
+}
+
 function toLoginSession(row: SessionRow): LoginSession {
+  const checks = checksOf(row);
   const displayName =
     row.display_name || [row.given_name, row.family_name].filter(Boolean).join(" ") || row.username;
   return {
@@ -85,8 +113,18 @@ function toLoginSession(row: SessionRow): LoginSession {
     loginName: row.primary_domain ? `${row.username}@${row.primary_domain}` : row.username,
     displayName,
     email: row.email ?? undefined,
-    authTime: latest(row.password_checked_at, row.idp_checked_at),
-    amr: [...(row.password_checked_at ? ["pwd"] : []), ...(row.idp_checked_at ? ["fed"] : [])],
+    // the last authentication: a first factor (password, identity provider, a passkey) or a second one
+    authTime: latest(
+      checks.password,
+      checks.idp,
+      checks.webauthn,
+      checks.totp,
+      checks.otpEmail,
+      checks.otpSms,
+      checks.recoveryCode,
+    ),
+    amr: amrOf(checks),
+    checks,
     passwordCheckedAt: row.password_checked_at ? date(row.password_checked_at) : undefined,
     passwordChangeRequired: row.password_change_required === true,
     createdAt: date(row.created_at),
@@ -96,6 +134,8 @@ function toLoginSession(row: SessionRow): LoginSession {
 }
 
 const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_checked_at, s.created_at, s.changed_at,
+    s.totp_checked_at, s.otp_email_checked_at, s.otp_sms_checked_at, s.recovery_code_checked_at,
+    s.webauthn_checked_at, s.webauthn_user_verified, s.webauthn_amr,
     u.username, u.display_name, u.given_name, u.family_name, u.email, u.password_change_required, o.primary_domain,
     now() AS read_at
   FROM sessions s

@@ -115,9 +115,30 @@ describe("session decisions (pure)", () => {
         tokenHash: "h",
         sequence: added.sequence,
         changeDate: undefined,
+        challenges: {},
       },
     );
     assert.equal(foldSession([added, event(SessionEvent.terminated, null, SESSION)]).exists, false);
+  });
+
+  it("keeps the last challenge of each type until a passed check consumes it or five wrong answers", () => {
+    const added = event(SessionEvent.added, { user_id: "u1", org_id: "org1", token_hash: "h" }, SESSION);
+    const challenge = (type: string, code: string) =>
+      event(SessionEvent.challengeAdded, { type, code_hash: code }, SESSION);
+    const wrong = (type: string) => event(SessionEvent.challengeCheckFailed, { type }, SESSION);
+    const both = foldSession([
+      added,
+      challenge("otp_email", "a"),
+      challenge("otp_email", "b"),
+      challenge("otp_sms", "c"),
+    ]);
+    assert.deepEqual(both.challenges.otp_email?.payload, { code_hash: "b" });
+    assert.deepEqual(both.challenges.otp_sms?.payload, { code_hash: "c" });
+    const four = [added, challenge("otp_email", "a"), ...Array.from({ length: 4 }, () => wrong("otp_email"))];
+    assert.equal(foldSession(four).challenges.otp_email?.failedAttempts, 4);
+    assert.equal(foldSession([...four, wrong("otp_email")]).challenges.otp_email, undefined);
+    const checked = event(SessionEvent.otpEmailChecked, null, SESSION);
+    assert.equal(foldSession([added, challenge("otp_email", "a"), checked]).challenges.otp_email, undefined);
   });
 });
 

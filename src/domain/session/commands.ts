@@ -23,7 +23,14 @@ import { newId } from "../../id.ts";
 import type { Queryable } from "../../storage/database.ts";
 import { USER, UserEvent, UserState, UserType } from "../user/events.ts";
 import { usernameKey } from "../user/username.ts";
-import { SESSION, type SessionAddedPayload, SessionEvent } from "./events.ts";
+import {
+  type ChallengeAddedPayload,
+  type ChallengeType,
+  SESSION,
+  type SessionAddedPayload,
+  SessionEvent,
+} from "./events.ts";
+import type { ChallengeMaker, FactorCheck, FactorContext, SessionChallenge } from "./factors.ts";
 import {
   type LockoutState,
   lockedOutUntil,
@@ -32,6 +39,13 @@ import {
   passwordCheckEvents,
 } from "./lockout.ts";
 
+export type {
+  ChallengeMaker,
+  FactorCheck,
+  FactorContext,
+  FactorOutcome,
+  SessionChallenge,
+} from "./factors.ts";
 export {
   PasswordLockedOutError,
   type PasswordPolicy,
@@ -99,13 +113,15 @@ export function foldUser(events: readonly StoredEvent[]): UserForCheck {
         user.passwordChangeRequired = e.payload?.change_required === true;
         resetFailures();
         break;
-      case UserEvent.passwordCheckFailed: {
+      case UserEvent.passwordCheckFailed:
+      case UserEvent.factorCheckFailed: {
         user.failedAttempts++;
         const until = e.payload?.locked_until;
         user.lockedUntil = typeof until === "string" ? new Date(until) : undefined;
         break;
       }
       case UserEvent.passwordCheckSucceeded:
+      case UserEvent.factorCheckSucceeded:
         resetFailures();
         break;
       case UserEvent.locked:
@@ -151,10 +167,22 @@ export interface SessionState {
   tokenHash?: string;
   sequence: number;
   changeDate?: Date;
+  /** The open challenges, the last of each type (a passed check of its type consumes it). */
+  challenges: Partial<Record<ChallengeType, SessionChallenge>>;
 }
 
+/** The challenge a passed check of each factor consumes. */
+const consumes: Partial<Record<string, ChallengeType>> = {
+  [SessionEvent.otpEmailChecked]: "otp_email",
+  [SessionEvent.otpSmsChecked]: "otp_sms",
+  [SessionEvent.webAuthnChecked]: "webauthn",
+};
+
+/** Wrong answers after which a challenge is gone (a new one must be asked for). */
+export const MAX_CHALLENGE_ATTEMPTS = 5;
+
 export function foldSession(events: readonly StoredEvent[]): SessionState {
-  const session: SessionState = { exists: false, sequence: 0 };
+  const session: SessionState = { exists: false, sequence: 0, challenges: {} };
   for (const e of events) {
     session.sequence = e.sequence;
     session.changeDate = e.createdAt;
@@ -163,6 +191,15 @@ export function foldSession(events: readonly StoredEvent[]): SessionState {
       Object.assign(session, { exists: true, userId: p.user_id, orgId: p.org_id, tokenHash: p.token_hash });
     } else if (e.type === SessionEvent.terminated) {
       session.exists = false;
+    } else if (e.type === SessionEvent.challengeAdded) {
+      const { type, ...payload } = e.payload as unknown as ChallengeAddedPayload;
+      session.challenges[type] = { type, payload, createdAt: e.createdAt, failedAttempts: 0 };
+    } else if (e.type === SessionEvent.challengeCheckFailed) {
+      const type = e.payload?.type as ChallengeType;
+      const challenge = session.challenges[type];
+      if (challenge && ++challenge.failedAttempts >= MAX_CHALLENGE_ATTEMPTS) delete session.challenges[type];
+    } else if (consumes[e.type]) {
+      delete session.challenges[consumes[e.type]!];
     }
   }
   return session;
@@ -173,7 +210,8 @@ export function tokenMatches(session: SessionState, token: string): boolean {
   return session.tokenHash !== undefined && constantTimeEqual(sha256(token), session.tokenHash);
 }
 
-function sessionEvent(
+/** An event of the session aggregate `sessionId` (resource owner: the organization of its user). */
+export function sessionEvent(
   sessionId: string,
   orgId: string,
   type: string,
@@ -244,7 +282,15 @@ function passwordVerifier(password: string) {
 
 interface CheckRun {
   userId: string;
+  sessionId: string;
+  orgId: string;
   password?: string;
+  /** Second-factor checks, after the password (./factors.ts). */
+  factors?: readonly FactorCheck[];
+  /** Challenges to make once every check passed. */
+  challenges?: readonly ChallengeMaker[];
+  /** The session's challenges as `prepare` loaded them (none while the session is created). */
+  currentChallenges?: () => SessionState["challenges"];
   /** The user's check facts read already (`CheckedUser.read`): the password is verified against these. */
   read?: UserForCheck & { now: Date };
   /** Runs first in the transaction (e.g. loads the session and proves its token). */
@@ -326,15 +372,19 @@ async function runChecks(
   actor: PushContext,
   policy: PasswordPolicy,
   run: CheckRun,
-): Promise<StoredEvent[]> {
+): Promise<{ stored: StoredEvent[]; answers: Partial<Record<ChallengeType, unknown>> }> {
   const verify = run.password === undefined ? undefined : passwordVerifier(run.password);
   if (verify) {
     const user = run.read ?? (await userForCheck(store.db, actor.instanceId, run.userId));
     if (passwordCheckable(user, user.now)) await verify(user.passwordHash);
   }
   let wrongPassword = false;
+  let failure: Error | undefined;
+  let answers: Partial<Record<ChallengeType, unknown>> = {};
   const stored = await store.push(actor, async (tx) => {
     wrongPassword = false;
+    failure = undefined;
+    answers = {};
     await run.prepare?.(tx);
     // A user who logs in often has a long history: decide from the read model (kept in step inside this
     // transaction), with the user's current sequence as the optimistic lock.
@@ -342,6 +392,8 @@ async function runChecks(
     tx.expectAt(USER, run.userId, user.sequence ?? 0);
     assertCheckable(user);
     const events: NewEvent[] = [];
+    // the failure count as the checks of this command leave it
+    let counted: UserForCheck = user;
     if (verify) {
       const hash = passwordHashOf(user);
       const lockedUntil = lockedOutUntil(user, user.now);
@@ -352,12 +404,49 @@ async function runChecks(
         wrongPassword = true;
         return events;
       }
+      counted = { ...user, failedAttempts: 0, lockedUntil: undefined };
     }
-    events.push(...run.sessionEvents(user));
+    const context: FactorContext = {
+      tx,
+      instanceId: actor.instanceId,
+      sessionId: run.sessionId,
+      userId: run.userId,
+      orgId: run.orgId,
+      now: user.now,
+      challenges: run.currentChallenges?.() ?? {},
+    };
+    const factorEvents: NewEvent[] = [];
+    for (const factor of run.factors ?? []) {
+      const lockedUntil = lockedOutUntil(counted, user.now);
+      if (lockedUntil) throw new PasswordLockedOutError(lockedUntil);
+      const outcome = await factor.check(context);
+      const lockout = passwordCheckEvents(
+        run.userId,
+        counted,
+        outcome.passed,
+        policy,
+        user.now,
+        factor.factor,
+      );
+      if (!outcome.passed) {
+        failure = outcome.error;
+        // the failure alone is committed: what the earlier checks passed is not recorded
+        return [...events.filter((e) => e.aggregateType === USER), ...outcome.events, ...lockout];
+      }
+      factorEvents.push(...outcome.events, ...lockout);
+      if (lockout.length) counted = { ...counted, failedAttempts: 0, lockedUntil: undefined };
+    }
+    events.push(...run.sessionEvents(user), ...factorEvents);
+    for (const challenge of run.challenges ?? []) {
+      const made = await challenge.make(context);
+      events.push(...made.events);
+      answers[challenge.type] = made.answer;
+    }
     return events;
   });
   if (wrongPassword) throw new InvalidArgumentError("password is wrong");
-  return stored;
+  if (failure) throw failure;
+  return { stored, answers };
 }
 
 function versionOf(sessionId: string, orgId: string, stored: StoredEvent[], current?: SessionState) {
@@ -377,14 +466,25 @@ function versionOf(sessionId: string, orgId: string, stored: StoredEvent[], curr
 export async function createSession(
   store: EventStore,
   actor: PushContext,
-  input: { user: CheckedUser; password?: string; userAgentHash?: string; idpId?: string },
+  input: {
+    user: CheckedUser;
+    password?: string;
+    userAgentHash?: string;
+    idpId?: string;
+    factors?: readonly FactorCheck[];
+    challenges?: readonly ChallengeMaker[];
+  },
   policy: PasswordPolicy,
-): Promise<SessionVersion & { token: string }> {
+): Promise<SessionVersion & { token: string; challenges: Partial<Record<ChallengeType, unknown>> }> {
   const sessionId = newId();
   const token = randomToken();
   const { id: userId, orgId } = input.user;
-  const stored = await runChecks(store, actor, policy, {
+  const { stored, answers } = await runChecks(store, actor, policy, {
     userId,
+    sessionId,
+    orgId,
+    factors: input.factors,
+    challenges: input.challenges,
     password: input.password,
     read: input.user.read,
     sessionEvents: () => {
@@ -401,7 +501,7 @@ export async function createSession(
       return events;
     },
   });
-  return { ...versionOf(sessionId, orgId, stored), token };
+  return { ...versionOf(sessionId, orgId, stored), token, challenges: answers };
 }
 
 /** Loads a live session inside a command (NOT_FOUND when it does not exist or ended). */
@@ -435,9 +535,17 @@ function requireToken(session: SessionState, token: string): void {
 export async function checkSession(
   store: EventStore,
   actor: PushContext,
-  input: { sessionId: string; token?: string; user?: CheckedUser; password?: string; idpId?: string },
+  input: {
+    sessionId: string;
+    token?: string;
+    user?: CheckedUser;
+    password?: string;
+    idpId?: string;
+    factors?: readonly FactorCheck[];
+    challenges?: readonly ChallengeMaker[];
+  },
   policy: PasswordPolicy,
-): Promise<SessionVersion> {
+): Promise<SessionVersion & { challenges: Partial<Record<ChallengeType, unknown>> }> {
   const { sessionId, token } = input;
   const before = await getSessionState(store, actor.instanceId, sessionId);
   if (token !== undefined) requireToken(before, token);
@@ -445,12 +553,23 @@ export async function checkSession(
   const orgId = before.orgId!;
   if (input.user && input.user.id !== userId)
     throw new FailedPreconditionError("the user of a session cannot be changed");
-  if (!input.user && input.password === undefined && input.idpId === undefined)
-    return versionOf(sessionId, orgId, [], before);
+  if (
+    !input.user &&
+    input.password === undefined &&
+    input.idpId === undefined &&
+    !input.factors?.length &&
+    !input.challenges?.length
+  )
+    return { ...versionOf(sessionId, orgId, [], before), challenges: {} };
 
   let current: SessionState = before;
-  const stored = await runChecks(store, actor, policy, {
+  const { stored, answers } = await runChecks(store, actor, policy, {
     userId,
+    sessionId,
+    orgId,
+    factors: input.factors,
+    challenges: input.challenges,
+    currentChallenges: () => current.challenges,
     password: input.password,
     prepare: async (tx) => {
       current = await loadSession(tx, sessionId);
@@ -467,7 +586,7 @@ export async function checkSession(
       return events;
     },
   });
-  return versionOf(sessionId, orgId, stored, current);
+  return { ...versionOf(sessionId, orgId, stored, current), challenges: answers };
 }
 
 /**

@@ -16,7 +16,7 @@
  */
 import { FailedPreconditionError } from "../../errors.ts";
 import type { NewEvent } from "../../eventstore/types.ts";
-import { USER, UserEvent } from "../user/events.ts";
+import { type SecondFactor, USER, UserEvent } from "../user/events.ts";
 
 /** The lockout policy (PLATFORM_MAX_PASSWORD_ATTEMPTS, PLATFORM_PASSWORD_LOCKOUT, ..._SECONDS). */
 export interface PasswordPolicy {
@@ -79,8 +79,9 @@ export function lockoutSeconds(policy: PasswordPolicy, failures: number): number
 }
 
 /**
- * The user events of a password check at `now`: succeeded (only when it resets failures), or failed —
- * with the end of the temporary lockout it starts, or followed by `user.locked` under a permanent lockout.
+ * The user events of a password check at `now` (or, with `factor`, of a second-factor check, which counts
+ * towards the same lockout): succeeded (only when it resets failures), or failed — with the end of the
+ * temporary lockout it starts, or followed by `user.locked` under a permanent lockout.
  */
 export function passwordCheckEvents(
   userId: string,
@@ -88,22 +89,25 @@ export function passwordCheckEvents(
   passed: boolean,
   policy: PasswordPolicy,
   now: Date = new Date(),
+  factor?: SecondFactor,
 ): NewEvent[] {
   const base = { aggregateType: USER, aggregateId: userId, resourceOwner: user.orgId ?? "" };
+  const failed = factor ? UserEvent.factorCheckFailed : UserEvent.passwordCheckFailed;
+  const succeeded = factor ? UserEvent.factorCheckSucceeded : UserEvent.passwordCheckSucceeded;
+  const named = factor ? { factor } : {};
   // A right password only needs recording when it resets earlier failures: logins of a user then neither
   // grow the user's history nor contend for its sequence (the session's own events record the check).
   if (passed)
-    return user.failedAttempts > 0
-      ? [{ ...base, type: UserEvent.passwordCheckSucceeded, payload: null }]
-      : [];
+    return user.failedAttempts > 0 ? [{ ...base, type: succeeded, payload: factor ? named : null }] : [];
   const failures = user.failedAttempts + 1;
   const max = policy.maxPasswordAttempts;
   if (policy.lockout === "permanent") {
-    const events: NewEvent[] = [{ ...base, type: UserEvent.passwordCheckFailed, payload: null }];
+    const events: NewEvent[] = [{ ...base, type: failed, payload: factor ? named : null }];
     if (max > 0 && failures >= max) events.push({ ...base, type: UserEvent.locked, payload: null });
     return events;
   }
   const seconds = lockoutSeconds(policy, failures);
-  const payload = seconds ? { locked_until: new Date(now.getTime() + seconds * 1000).toISOString() } : null;
-  return [{ ...base, type: UserEvent.passwordCheckFailed, payload }];
+  const lockedUntil = seconds ? { locked_until: new Date(now.getTime() + seconds * 1000).toISOString() } : {};
+  const payload = { ...named, ...lockedUntil };
+  return [{ ...base, type: failed, payload: Object.keys(payload).length ? payload : null }];
 }

@@ -49,8 +49,51 @@ export const UserEvent = {
   dataSet: "user.data.set",
   /** The user no longer has a schema nor custom data. */
   dataRemoved: "user.data.removed",
+  // Second factors (docs/factors.md). Secrets are sealed with the master key; codes are stored hashed.
+  /** A TOTP authenticator was registered (pending until verified; the sealed secret, never the plain one). */
+  totpAdded: "user.totp.added",
+  /** The TOTP authenticator was activated with a right code. */
+  totpVerified: "user.totp.verified",
+  /** A TOTP code was accepted (payload `step`: that time step is never accepted again). */
+  totpUsed: "user.totp.used",
+  totpRemoved: "user.totp.removed",
+  /** A passkey or security key registration was started (pending until verified). */
+  passkeyAdded: "user.passkey.added",
+  /** The registration was verified: the credential, its public key and name. */
+  passkeyVerified: "user.passkey.verified",
+  /** An assertion of the credential passed (its new signature counter and backup state). */
+  passkeyUsed: "user.passkey.used",
+  passkeyRemoved: "user.passkey.removed",
+  /** One-time codes by e-mail were enabled as a second factor. */
+  otpEmailAdded: "user.otp_email.added",
+  otpEmailRemoved: "user.otp_email.removed",
+  /** One-time codes by SMS were enabled as a second factor. */
+  otpSmsAdded: "user.otp_sms.added",
+  otpSmsRemoved: "user.otp_sms.removed",
+  /** New recovery codes (their hashes) replace any earlier ones. */
+  recoveryCodesGenerated: "user.recovery_codes.generated",
+  /** One recovery code was used (it is never accepted again). */
+  recoveryCodeUsed: "user.recovery_code.used",
+  recoveryCodesRemoved: "user.recovery_codes.removed",
+  /**
+   * A wrong second-factor answer (payload `factor`, and `locked_until` like a wrong password): counts
+   * towards the same lockout as wrong passwords.
+   */
+  factorCheckFailed: "user.factor.check.failed",
+  /** A right second-factor answer after failures (resets the count, like a right password). */
+  factorCheckSucceeded: "user.factor.check.succeeded",
   removed: "user.removed",
 } as const;
+
+/** The second factors a session can check (docs/factors.md). */
+export type SecondFactor = "totp" | "otp_email" | "otp_sms" | "webauthn" | "recovery_code";
+
+/** `user.factor.check.failed`, `user.factor.check.succeeded`. */
+export interface FactorCheckPayload {
+  factor: SecondFactor;
+  /** Failed checks only: the end of the temporary lockout this failure starts. */
+  locked_until?: string;
+}
 
 /** `user.data.set` (docs/user-schemas.md). */
 export interface DataSetPayload {

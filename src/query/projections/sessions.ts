@@ -1,9 +1,22 @@
-import { SESSION, type SessionAddedPayload, SessionEvent } from "../../domain/session/events.ts";
+import {
+  SESSION,
+  type SessionAddedPayload,
+  SessionEvent,
+  type SessionWebAuthnCheckedPayload,
+} from "../../domain/session/events.ts";
 import { USER, UserEvent } from "../../domain/user/events.ts";
 import type { EventHandler, Projection } from "../../eventstore/types.ts";
 
 /** Sets a check time (the event's time) and the version columns. */
-function checked(column: "user_checked_at" | "password_checked_at"): EventHandler {
+function checked(
+  column:
+    | "user_checked_at"
+    | "password_checked_at"
+    | "totp_checked_at"
+    | "otp_email_checked_at"
+    | "otp_sms_checked_at"
+    | "recovery_code_checked_at",
+): EventHandler {
   return async (tx, e) => {
     await tx.query(
       `UPDATE sessions SET ${column} = $3, changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2`,
@@ -11,6 +24,16 @@ function checked(column: "user_checked_at" | "password_checked_at"): EventHandle
     );
   };
 }
+
+/** Moves the session's version only. */
+const version: EventHandler = async (tx, e) => {
+  await tx.query("UPDATE sessions SET changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2", [
+    e.instanceId,
+    e.aggregateId,
+    e.createdAt,
+    e.sequence,
+  ]);
+};
 
 /** Sessions and their check times; the token hash is not copied (it stays in the events). */
 export const sessionsProjection: Projection = {
@@ -44,6 +67,22 @@ export const sessionsProjection: Projection = {
         [e.instanceId, e.aggregateId, e.createdAt, String(e.payload?.idp_id ?? ""), e.sequence],
       );
     },
+    [SessionEvent.totpChecked]: checked("totp_checked_at"),
+    [SessionEvent.otpEmailChecked]: checked("otp_email_checked_at"),
+    [SessionEvent.otpSmsChecked]: checked("otp_sms_checked_at"),
+    [SessionEvent.recoveryCodeChecked]: checked("recovery_code_checked_at"),
+    [SessionEvent.webAuthnChecked]: async (tx, e) => {
+      const p = e.payload as unknown as SessionWebAuthnCheckedPayload;
+      await tx.query(
+        `UPDATE sessions SET webauthn_checked_at = $3, webauthn_user_verified = $4, webauthn_amr = $5,
+           changed_at = $3, sequence = $6
+         WHERE instance_id = $1 AND id = $2`,
+        [e.instanceId, e.aggregateId, e.createdAt, p.user_verified === true, p.amr, e.sequence],
+      );
+    },
+    // challenges live in the session's events only (a read of them folds the session)
+    [SessionEvent.challengeAdded]: version,
+    [SessionEvent.challengeCheckFailed]: version,
     [SessionEvent.terminated]: async (tx, e) => {
       await tx.query("DELETE FROM sessions WHERE instance_id = $1 AND id = $2", [
         e.instanceId,

@@ -52,6 +52,17 @@ function setState(state: number, extra: Record<string, unknown> = {}): EventHand
 /** Columns of a reset failure count (right password, unlock, password change). */
 const noFailures = { password_failed_attempts: 0, password_locked_until: null };
 
+/** A wrong password or second-factor answer: one more failure in a row, and the lockout it may start. */
+const countFailure: EventHandler = async (tx, e) => {
+  const until = (e.payload as PasswordCheckFailedPayload | null)?.locked_until ?? null;
+  await tx.query(
+    `UPDATE users SET password_failed_attempts = password_failed_attempts + 1, password_locked_until = $5,
+       changed_at = $3, sequence = $4
+     WHERE instance_id = $1 AND id = $2`,
+    [e.instanceId, e.aggregateId, e.createdAt, e.sequence, until],
+  );
+};
+
 export const usersProjection: Projection = {
   name: "users",
   tables: ["users", "personal_access_tokens", "user_metadata", "user_keys", "user_idp_links"],
@@ -152,16 +163,11 @@ export const usersProjection: Projection = {
     },
     // Appended by session password checks: count wrong passwords in a row (and the temporary lockout one
     // starts), reset on a right one, an unlock and a password change.
-    [UserEvent.passwordCheckFailed]: async (tx, e) => {
-      const until = (e.payload as PasswordCheckFailedPayload | null)?.locked_until ?? null;
-      await tx.query(
-        `UPDATE users SET password_failed_attempts = password_failed_attempts + 1, password_locked_until = $5,
-           changed_at = $3, sequence = $4
-         WHERE instance_id = $1 AND id = $2`,
-        [e.instanceId, e.aggregateId, e.createdAt, e.sequence, until],
-      );
-    },
+    [UserEvent.passwordCheckFailed]: countFailure,
     [UserEvent.passwordCheckSucceeded]: (tx, e) => touch(tx, e, noFailures),
+    // wrong second-factor answers count towards the same lockout
+    [UserEvent.factorCheckFailed]: countFailure,
+    [UserEvent.factorCheckSucceeded]: (tx, e) => touch(tx, e, noFailures),
     [UserEvent.metadataSet]: async (tx, e) => {
       const p = e.payload as unknown as MetadataSetPayload;
       await tx.query(
