@@ -7,17 +7,17 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Details, TimestampFilterMethod } from "../../../object/v3alpha/object_pb.ts";
 import { file_platform_object_v3alpha_object } from "../../../object/v3alpha/object_pb.ts";
 import { file_platform_validate_v1_validate } from "../../../validate/v1/validate_pb.ts";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file platform/resources/session/v3alpha/session.proto.
  */
 export const file_platform_resources_session_v3alpha_session: GenFile = /*@__PURE__*/
-  fileDesc("CjBwbGF0Zm9ybS9yZXNvdXJjZXMvc2Vzc2lvbi92M2FscGhhL3Nlc3Npb24ucHJvdG8SInBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEiWgoJQ2hlY2tVc2VyEhwKB3VzZXJfaWQYASABKAlCCcrzGAUQARjIAUgAEh8KCmxvZ2luX25hbWUYAiABKAlCCcrzGAUQARj0A0gAQg4KBnNlYXJjaBIEyPMYASIsCg1DaGVja1Bhc3N3b3JkEhsKCHBhc3N3b3JkGAEgASgJQgnK8xgFCAEY6AcinwEKE0NyZWF0ZVNlc3Npb25DaGVja3MSQwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyQgbK8xgCCAESQwoIcGFzc3dvcmQYAiABKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrUGFzc3dvcmQikQEKDVNlc3Npb25DaGVja3MSOwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyEkMKCHBhc3N3b3JkGAIgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1Bhc3N3b3JkIl0KCk5ld1Nlc3Npb24STwoGY2hlY2tzGAEgASgLMjcucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DcmVhdGVTZXNzaW9uQ2hlY2tzQgbK8xgCCAEicwoMUGF0Y2hTZXNzaW9uEiAKDXNlc3Npb25fdG9rZW4YASABKAlCCcrzGAUIARjIARJBCgZjaGVja3MYAiABKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25DaGVja3MiUwoLU2Vzc2lvblVzZXISCgoCaWQYASABKAkSEgoKbG9naW5fbmFtZRgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSDgoGb3JnX2lkGAQgASgJIj0KClVzZXJGYWN0b3ISLwoLdmVyaWZpZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIloKDlBhc3N3b3JkRmFjdG9yEi8KC3ZlcmlmaWVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9jaGFuZ2VfcmVxdWlyZWQYAiABKAgiTAoJSWRwRmFjdG9yEg4KBmlkcF9pZBgBIAEoCRIvCgt2ZXJpZmllZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiyQEKB0ZhY3RvcnMSPAoEdXNlchgBIAEoCzIuLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuVXNlckZhY3RvchJECghwYXNzd29yZBgCIAEoCzIyLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuUGFzc3dvcmRGYWN0b3ISOgoDaWRwGAMgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5JZHBGYWN0b3Ii9gEKB1Nlc3Npb24SCgoCaWQYASABKAkSMQoNY3JlYXRpb25fZGF0ZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLY2hhbmdlX2RhdGUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj0KBHVzZXIYBCABKAsyLy5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25Vc2VyEjwKB2ZhY3RvcnMYBSABKAsyKy5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkZhY3RvcnMifQoKR2V0U2Vzc2lvbhIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscxI8CgdzZXNzaW9uGAIgASgLMisucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5TZXNzaW9uIjEKE1Nlc3Npb25Vc2VySURGaWx0ZXISGgoHdXNlcl9pZBgBIAEoCUIJyvMYBQgBGMgBIp4BChlTZXNzaW9uQ3JlYXRpb25EYXRlRmlsdGVyEjkKDWNyZWF0aW9uX2RhdGUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgbK8xgCCAESRgoGbWV0aG9kGAIgASgOMi4ucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuVGltZXN0YW1wRmlsdGVyTWV0aG9kQgbK8xgCMAEiLwoSSW5TZXNzaW9uSURzRmlsdGVyEhkKA2lkcxgBIAMoCUIMyvMYCBABGMgBQOgHIpMCChNTZXNzaW9uU2VhcmNoRmlsdGVyEkoKB3VzZXJfaWQYASABKAsyNy5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25Vc2VySURGaWx0ZXJIABJWCg1jcmVhdGlvbl9kYXRlGAIgASgLMj0ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5TZXNzaW9uQ3JlYXRpb25EYXRlRmlsdGVySAASSAoGaW5faWRzGAMgASgLMjYucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5JblNlc3Npb25JRHNGaWx0ZXJIAEIOCgZmaWx0ZXISBMjzGAEqmwEKEFNlc3Npb25GaWVsZE5hbWUSIgoeU0VTU0lPTl9GSUVMRF9OQU1FX1VOU1BFQ0lGSUVEEAASGQoVU0VTU0lPTl9GSUVMRF9OQU1FX0lEEAESJAogU0VTU0lPTl9GSUVMRF9OQU1FX0NSRUFUSU9OX0RBVEUQAhIiCh5TRVNTSU9OX0ZJRUxEX05BTUVfQ0hBTkdFX0RBVEUQA2IGcHJvdG8z", [file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("CjBwbGF0Zm9ybS9yZXNvdXJjZXMvc2Vzc2lvbi92M2FscGhhL3Nlc3Npb24ucHJvdG8SInBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEiWgoJQ2hlY2tVc2VyEhwKB3VzZXJfaWQYASABKAlCCcrzGAUQARjIAUgAEh8KCmxvZ2luX25hbWUYAiABKAlCCcrzGAUQARj0A0gAQg4KBnNlYXJjaBIEyPMYASIsCg1DaGVja1Bhc3N3b3JkEhsKCHBhc3N3b3JkGAEgASgJQgnK8xgFCAEY6AciIwoJQ2hlY2tUT1RQEhYKBGNvZGUYASABKAlCCMrzGAQIARgUIiIKCENoZWNrT1RQEhYKBGNvZGUYASABKAlCCMrzGAQIARgUIlMKDUNoZWNrV2ViQXV0aG4SQgoZY3JlZGVudGlhbF9hc3NlcnRpb25fZGF0YRgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCBsrzGAIIASIrChFDaGVja1JlY292ZXJ5Q29kZRIWCgRjb2RlGAEgASgJQgjK8xgECAEYMiKqAgoTQ3JlYXRlU2Vzc2lvbkNoZWNrcxJDCgR1c2VyGAEgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1VzZXJCBsrzGAIIARJDCghwYXNzd29yZBgCIAEoCzIxLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tQYXNzd29yZBI7CgR0b3RwGAMgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1RPVFASTAoNcmVjb3ZlcnlfY29kZRgEIAEoCzI1LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tSZWNvdmVyeUNvZGUi4QMKDVNlc3Npb25DaGVja3MSOwoEdXNlchgBIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ2hlY2tVc2VyEkMKCHBhc3N3b3JkGAIgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1Bhc3N3b3JkEjsKBHRvdHAYAyABKAsyLS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrVE9UUBI/CglvdHBfZW1haWwYBCABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrT1RQEj0KB290cF9zbXMYBSABKAsyLC5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrT1RQEkMKCHdlYmF1dGhuGAYgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5DaGVja1dlYkF1dGhuEkwKDXJlY292ZXJ5X2NvZGUYByABKAsyNS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkNoZWNrUmVjb3ZlcnlDb2RlIpcBChhSZXF1ZXN0V2ViQXV0aG5DaGFsbGVuZ2USFwoGZG9tYWluGAEgASgJQgfK8xgDGP0BEmIKEXVzZXJfdmVyaWZpY2F0aW9uGAIgASgOMj8ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5Vc2VyVmVyaWZpY2F0aW9uUmVxdWlyZW1lbnRCBsrzGAIwASIqChNSZXF1ZXN0T1RQQ2hhbGxlbmdlEhMKC3JldHVybl9jb2RlGAEgASgIIvkBChFSZXF1ZXN0Q2hhbGxlbmdlcxJOCgh3ZWJhdXRobhgBIAEoCzI8LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuUmVxdWVzdFdlYkF1dGhuQ2hhbGxlbmdlEkoKCW90cF9lbWFpbBgCIAEoCzI3LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuUmVxdWVzdE9UUENoYWxsZW5nZRJICgdvdHBfc21zGAMgASgLMjcucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5SZXF1ZXN0T1RQQ2hhbGxlbmdlIlsKEVdlYkF1dGhuQ2hhbGxlbmdlEkYKJXB1YmxpY19rZXlfY3JlZGVudGlhbF9yZXF1ZXN0X29wdGlvbnMYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0InkKCkNoYWxsZW5nZXMSRwoId2ViYXV0aG4YASABKAsyNS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLldlYkF1dGhuQ2hhbGxlbmdlEhEKCW90cF9lbWFpbBgCIAEoCRIPCgdvdHBfc21zGAMgASgJIqgBCgpOZXdTZXNzaW9uEk8KBmNoZWNrcxgBIAEoCzI3LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuQ3JlYXRlU2Vzc2lvbkNoZWNrc0IGyvMYAggBEkkKCmNoYWxsZW5nZXMYAiABKAsyNS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlJlcXVlc3RDaGFsbGVuZ2VzIr4BCgxQYXRjaFNlc3Npb24SIAoNc2Vzc2lvbl90b2tlbhgBIAEoCUIJyvMYBQgBGMgBEkEKBmNoZWNrcxgCIAEoCzIxLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvbkNoZWNrcxJJCgpjaGFsbGVuZ2VzGAMgASgLMjUucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5SZXF1ZXN0Q2hhbGxlbmdlcyJTCgtTZXNzaW9uVXNlchIKCgJpZBgBIAEoCRISCgpsb2dpbl9uYW1lGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIOCgZvcmdfaWQYBCABKAkiPQoKVXNlckZhY3RvchIvCgt2ZXJpZmllZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWgoOUGFzc3dvcmRGYWN0b3ISLwoLdmVyaWZpZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NoYW5nZV9yZXF1aXJlZBgCIAEoCCJMCglJZHBGYWN0b3ISDgoGaWRwX2lkGAEgASgJEi8KC3ZlcmlmaWVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI8CglPVFBGYWN0b3ISLwoLdmVyaWZpZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlgKDldlYkF1dGhuRmFjdG9yEi8KC3ZlcmlmaWVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg11c2VyX3ZlcmlmaWVkGAIgASgIIpQECgdGYWN0b3JzEjwKBHVzZXIYASABKAsyLi5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlVzZXJGYWN0b3ISRAoIcGFzc3dvcmQYAiABKAsyMi5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlBhc3N3b3JkRmFjdG9yEjoKA2lkcBgDIAEoCzItLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuSWRwRmFjdG9yEjsKBHRvdHAYBCABKAsyLS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLk9UUEZhY3RvchJACglvdHBfZW1haWwYBSABKAsyLS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLk9UUEZhY3RvchI+CgdvdHBfc21zGAYgASgLMi0ucGxhdGZvcm0ucmVzb3VyY2VzLnNlc3Npb24udjNhbHBoYS5PVFBGYWN0b3ISRAoId2ViYXV0aG4YByABKAsyMi5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLldlYkF1dGhuRmFjdG9yEkQKDXJlY292ZXJ5X2NvZGUYCCABKAsyLS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLk9UUEZhY3RvciL2AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIxCg1jcmVhdGlvbl9kYXRlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjaGFuZ2VfZGF0ZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPQoEdXNlchgEIAEoCzIvLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvblVzZXISPAoHZmFjdG9ycxgFIAEoCzIrLnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuRmFjdG9ycyJ9CgpHZXRTZXNzaW9uEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEjwKB3Nlc3Npb24YAiABKAsyKy5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb24iMQoTU2Vzc2lvblVzZXJJREZpbHRlchIaCgd1c2VyX2lkGAEgASgJQgnK8xgFCAEYyAEingEKGVNlc3Npb25DcmVhdGlvbkRhdGVGaWx0ZXISOQoNY3JlYXRpb25fZGF0ZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBsrzGAIIARJGCgZtZXRob2QYAiABKA4yLi5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5UaW1lc3RhbXBGaWx0ZXJNZXRob2RCBsrzGAIwASIvChJJblNlc3Npb25JRHNGaWx0ZXISGQoDaWRzGAEgAygJQgzK8xgIEAEYyAFA6AcikwIKE1Nlc3Npb25TZWFyY2hGaWx0ZXISSgoHdXNlcl9pZBgBIAEoCzI3LnBsYXRmb3JtLnJlc291cmNlcy5zZXNzaW9uLnYzYWxwaGEuU2Vzc2lvblVzZXJJREZpbHRlckgAElYKDWNyZWF0aW9uX2RhdGUYAiABKAsyPS5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLlNlc3Npb25DcmVhdGlvbkRhdGVGaWx0ZXJIABJICgZpbl9pZHMYAyABKAsyNi5wbGF0Zm9ybS5yZXNvdXJjZXMuc2Vzc2lvbi52M2FscGhhLkluU2Vzc2lvbklEc0ZpbHRlckgAQg4KBmZpbHRlchIEyPMYASrUAQobVXNlclZlcmlmaWNhdGlvblJlcXVpcmVtZW50Ei0KKVVTRVJfVkVSSUZJQ0FUSU9OX1JFUVVJUkVNRU5UX1VOU1BFQ0lGSUVEEAASKgomVVNFUl9WRVJJRklDQVRJT05fUkVRVUlSRU1FTlRfUkVRVUlSRUQQARIrCidVU0VSX1ZFUklGSUNBVElPTl9SRVFVSVJFTUVOVF9QUkVGRVJSRUQQAhItCilVU0VSX1ZFUklGSUNBVElPTl9SRVFVSVJFTUVOVF9ESVNDT1VSQUdFRBADKpsBChBTZXNzaW9uRmllbGROYW1lEiIKHlNFU1NJT05fRklFTERfTkFNRV9VTlNQRUNJRklFRBAAEhkKFVNFU1NJT05fRklFTERfTkFNRV9JRBABEiQKIFNFU1NJT05fRklFTERfTkFNRV9DUkVBVElPTl9EQVRFEAISIgoeU0VTU0lPTl9GSUVMRF9OQU1FX0NIQU5HRV9EQVRFEANiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
  * Identifies the user of a session: by login name or by user ID (exactly one).
@@ -82,6 +82,95 @@ export const CheckPasswordSchema: GenMessage<CheckPassword> = /*@__PURE__*/
   messageDesc(file_platform_resources_session_v3alpha_session, 1);
 
 /**
+ * Verifies a code of the user's authenticator app (TOTP, RFC 6238: 6 digits, 30 s, one step either way
+ * accepted). A code is accepted once: the same code again within its window is wrong. A wrong code counts
+ * towards the lockout like a wrong password.
+ *
+ * @generated from message platform.resources.session.v3alpha.CheckTOTP
+ */
+export type CheckTOTP = Message<"platform.resources.session.v3alpha.CheckTOTP"> & {
+  /**
+   * The 6-digit code.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.CheckTOTP.
+ * Use `create(CheckTOTPSchema)` to create a new message.
+ */
+export const CheckTOTPSchema: GenMessage<CheckTOTP> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 2);
+
+/**
+ * Verifies the one-time code of the session's last `otp_email` or `otp_sms` challenge. Five wrong codes
+ * invalidate the challenge (a new one must be asked for); each counts towards the lockout.
+ *
+ * @generated from message platform.resources.session.v3alpha.CheckOTP
+ */
+export type CheckOTP = Message<"platform.resources.session.v3alpha.CheckOTP"> & {
+  /**
+   * The code sent (or returned) by the challenge.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.CheckOTP.
+ * Use `create(CheckOTPSchema)` to create a new message.
+ */
+export const CheckOTPSchema: GenMessage<CheckOTP> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 3);
+
+/**
+ * Verifies a WebAuthn assertion answering the session's last `webauthn` challenge: origin, relying-party
+ * ID, challenge, signature and the signature counter are checked.
+ *
+ * @generated from message platform.resources.session.v3alpha.CheckWebAuthn
+ */
+export type CheckWebAuthn = Message<"platform.resources.session.v3alpha.CheckWebAuthn"> & {
+  /**
+   * The `PublicKeyCredential` of `navigator.credentials.get()` as JSON (binary fields base64url), as
+   * `PublicKeyCredential.toJSON()` gives it.
+   *
+   * @generated from field: google.protobuf.Struct credential_assertion_data = 1;
+   */
+  credentialAssertionData?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.CheckWebAuthn.
+ * Use `create(CheckWebAuthnSchema)` to create a new message.
+ */
+export const CheckWebAuthnSchema: GenMessage<CheckWebAuthn> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 4);
+
+/**
+ * Uses one of the user's recovery codes (each is accepted once).
+ *
+ * @generated from message platform.resources.session.v3alpha.CheckRecoveryCode
+ */
+export type CheckRecoveryCode = Message<"platform.resources.session.v3alpha.CheckRecoveryCode"> & {
+  /**
+   * The recovery code, as shown when the codes were made (dashes and case do not matter).
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.CheckRecoveryCode.
+ * Use `create(CheckRecoveryCodeSchema)` to create a new message.
+ */
+export const CheckRecoveryCodeSchema: GenMessage<CheckRecoveryCode> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 5);
+
+/**
  * The checks of a new session: the user check is required.
  *
  * @generated from message platform.resources.session.v3alpha.CreateSessionChecks
@@ -100,6 +189,20 @@ export type CreateSessionChecks = Message<"platform.resources.session.v3alpha.Cr
    * @generated from field: platform.resources.session.v3alpha.CheckPassword password = 2;
    */
   password?: CheckPassword | undefined;
+
+  /**
+   * Verifies a TOTP code.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckTOTP totp = 3;
+   */
+  totp?: CheckTOTP | undefined;
+
+  /**
+   * Verifies a recovery code.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckRecoveryCode recovery_code = 4;
+   */
+  recoveryCode?: CheckRecoveryCode | undefined;
 };
 
 /**
@@ -107,7 +210,7 @@ export type CreateSessionChecks = Message<"platform.resources.session.v3alpha.Cr
  * Use `create(CreateSessionChecksSchema)` to create a new message.
  */
 export const CreateSessionChecksSchema: GenMessage<CreateSessionChecks> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 2);
+  messageDesc(file_platform_resources_session_v3alpha_session, 6);
 
 /**
  * Checks to add to an existing session. The user of a session cannot be changed: a user check must name
@@ -129,6 +232,41 @@ export type SessionChecks = Message<"platform.resources.session.v3alpha.SessionC
    * @generated from field: platform.resources.session.v3alpha.CheckPassword password = 2;
    */
   password?: CheckPassword | undefined;
+
+  /**
+   * Verifies a TOTP code.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckTOTP totp = 3;
+   */
+  totp?: CheckTOTP | undefined;
+
+  /**
+   * Verifies the code of the last `otp_email` challenge.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckOTP otp_email = 4;
+   */
+  otpEmail?: CheckOTP | undefined;
+
+  /**
+   * Verifies the code of the last `otp_sms` challenge.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckOTP otp_sms = 5;
+   */
+  otpSms?: CheckOTP | undefined;
+
+  /**
+   * Verifies an assertion answering the last `webauthn` challenge.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckWebAuthn webauthn = 6;
+   */
+  webauthn?: CheckWebAuthn | undefined;
+
+  /**
+   * Verifies a recovery code.
+   *
+   * @generated from field: platform.resources.session.v3alpha.CheckRecoveryCode recovery_code = 7;
+   */
+  recoveryCode?: CheckRecoveryCode | undefined;
 };
 
 /**
@@ -136,7 +274,149 @@ export type SessionChecks = Message<"platform.resources.session.v3alpha.SessionC
  * Use `create(SessionChecksSchema)` to create a new message.
  */
 export const SessionChecksSchema: GenMessage<SessionChecks> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 3);
+  messageDesc(file_platform_resources_session_v3alpha_session, 7);
+
+/**
+ * Asks for a WebAuthn assertion by one of the user's passkeys or security keys.
+ *
+ * @generated from message platform.resources.session.v3alpha.RequestWebAuthnChallenge
+ */
+export type RequestWebAuthnChallenge = Message<"platform.resources.session.v3alpha.RequestWebAuthnChallenge"> & {
+  /**
+   * The relying-party ID (a domain of the instance; default: the domain of the request's host).
+   *
+   * @generated from field: string domain = 1;
+   */
+  domain: string;
+
+  /**
+   * Whether the user must be verified.
+   *
+   * @generated from field: platform.resources.session.v3alpha.UserVerificationRequirement user_verification = 2;
+   */
+  userVerification: UserVerificationRequirement;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.RequestWebAuthnChallenge.
+ * Use `create(RequestWebAuthnChallengeSchema)` to create a new message.
+ */
+export const RequestWebAuthnChallengeSchema: GenMessage<RequestWebAuthnChallenge> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 8);
+
+/**
+ * Asks for a one-time code by e-mail or SMS (the user's verified address or number). The code is valid for
+ * 5 minutes; a new challenge replaces it.
+ *
+ * @generated from message platform.resources.session.v3alpha.RequestOTPChallenge
+ */
+export type RequestOTPChallenge = Message<"platform.resources.session.v3alpha.RequestOTPChallenge"> & {
+  /**
+   * Return the code in the response instead of sending it (a login UI of its own sends it).
+   *
+   * @generated from field: bool return_code = 1;
+   */
+  returnCode: boolean;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.RequestOTPChallenge.
+ * Use `create(RequestOTPChallengeSchema)` to create a new message.
+ */
+export const RequestOTPChallengeSchema: GenMessage<RequestOTPChallenge> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 9);
+
+/**
+ * Challenges to make once the request's checks passed; answered in the response's `challenges`.
+ *
+ * @generated from message platform.resources.session.v3alpha.RequestChallenges
+ */
+export type RequestChallenges = Message<"platform.resources.session.v3alpha.RequestChallenges"> & {
+  /**
+   * A WebAuthn assertion challenge.
+   *
+   * @generated from field: platform.resources.session.v3alpha.RequestWebAuthnChallenge webauthn = 1;
+   */
+  webauthn?: RequestWebAuthnChallenge | undefined;
+
+  /**
+   * A code by e-mail (needs a verified e-mail address and the e-mail second factor enabled).
+   *
+   * @generated from field: platform.resources.session.v3alpha.RequestOTPChallenge otp_email = 2;
+   */
+  otpEmail?: RequestOTPChallenge | undefined;
+
+  /**
+   * A code by SMS (needs a verified phone number and the SMS second factor enabled).
+   *
+   * @generated from field: platform.resources.session.v3alpha.RequestOTPChallenge otp_sms = 3;
+   */
+  otpSms?: RequestOTPChallenge | undefined;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.RequestChallenges.
+ * Use `create(RequestChallengesSchema)` to create a new message.
+ */
+export const RequestChallengesSchema: GenMessage<RequestChallenges> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 10);
+
+/**
+ * The WebAuthn challenge made.
+ *
+ * @generated from message platform.resources.session.v3alpha.WebAuthnChallenge
+ */
+export type WebAuthnChallenge = Message<"platform.resources.session.v3alpha.WebAuthnChallenge"> & {
+  /**
+   * `PublicKeyCredentialRequestOptions` as JSON (binary fields base64url) for `navigator.credentials.get`
+   * (`PublicKeyCredential.parseRequestOptionsFromJSON`).
+   *
+   * @generated from field: google.protobuf.Struct public_key_credential_request_options = 1;
+   */
+  publicKeyCredentialRequestOptions?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.WebAuthnChallenge.
+ * Use `create(WebAuthnChallengeSchema)` to create a new message.
+ */
+export const WebAuthnChallengeSchema: GenMessage<WebAuthnChallenge> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 11);
+
+/**
+ * The challenges made by a create or patch.
+ *
+ * @generated from message platform.resources.session.v3alpha.Challenges
+ */
+export type Challenges = Message<"platform.resources.session.v3alpha.Challenges"> & {
+  /**
+   * The WebAuthn challenge.
+   *
+   * @generated from field: platform.resources.session.v3alpha.WebAuthnChallenge webauthn = 1;
+   */
+  webauthn?: WebAuthnChallenge | undefined;
+
+  /**
+   * The e-mail code, when `return_code` asked for it (else empty: it was sent).
+   *
+   * @generated from field: string otp_email = 2;
+   */
+  otpEmail: string;
+
+  /**
+   * The SMS code, when `return_code` asked for it (else empty: it was sent).
+   *
+   * @generated from field: string otp_sms = 3;
+   */
+  otpSms: string;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.Challenges.
+ * Use `create(ChallengesSchema)` to create a new message.
+ */
+export const ChallengesSchema: GenMessage<Challenges> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 12);
 
 /**
  * A new session.
@@ -150,6 +430,13 @@ export type NewSession = Message<"platform.resources.session.v3alpha.NewSession"
    * @generated from field: platform.resources.session.v3alpha.CreateSessionChecks checks = 1;
    */
   checks?: CreateSessionChecks | undefined;
+
+  /**
+   * Challenges to make for the new session.
+   *
+   * @generated from field: platform.resources.session.v3alpha.RequestChallenges challenges = 2;
+   */
+  challenges?: RequestChallenges | undefined;
 };
 
 /**
@@ -157,7 +444,7 @@ export type NewSession = Message<"platform.resources.session.v3alpha.NewSession"
  * Use `create(NewSessionSchema)` to create a new message.
  */
 export const NewSessionSchema: GenMessage<NewSession> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 4);
+  messageDesc(file_platform_resources_session_v3alpha_session, 13);
 
 /**
  * Checks to add to a session, proven by the session's token.
@@ -178,6 +465,13 @@ export type PatchSession = Message<"platform.resources.session.v3alpha.PatchSess
    * @generated from field: platform.resources.session.v3alpha.SessionChecks checks = 2;
    */
   checks?: SessionChecks | undefined;
+
+  /**
+   * Challenges to make once the checks passed.
+   *
+   * @generated from field: platform.resources.session.v3alpha.RequestChallenges challenges = 3;
+   */
+  challenges?: RequestChallenges | undefined;
 };
 
 /**
@@ -185,7 +479,7 @@ export type PatchSession = Message<"platform.resources.session.v3alpha.PatchSess
  * Use `create(PatchSessionSchema)` to create a new message.
  */
 export const PatchSessionSchema: GenMessage<PatchSession> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 5);
+  messageDesc(file_platform_resources_session_v3alpha_session, 14);
 
 /**
  * The user of a session.
@@ -227,7 +521,7 @@ export type SessionUser = Message<"platform.resources.session.v3alpha.SessionUse
  * Use `create(SessionUserSchema)` to create a new message.
  */
 export const SessionUserSchema: GenMessage<SessionUser> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 6);
+  messageDesc(file_platform_resources_session_v3alpha_session, 15);
 
 /**
  * A check of a session's user that passed.
@@ -248,7 +542,7 @@ export type UserFactor = Message<"platform.resources.session.v3alpha.UserFactor"
  * Use `create(UserFactorSchema)` to create a new message.
  */
 export const UserFactorSchema: GenMessage<UserFactor> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 7);
+  messageDesc(file_platform_resources_session_v3alpha_session, 16);
 
 /**
  * A password check that passed.
@@ -277,7 +571,7 @@ export type PasswordFactor = Message<"platform.resources.session.v3alpha.Passwor
  * Use `create(PasswordFactorSchema)` to create a new message.
  */
 export const PasswordFactorSchema: GenMessage<PasswordFactor> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 8);
+  messageDesc(file_platform_resources_session_v3alpha_session, 17);
 
 /**
  * A sign-in through an external identity provider (the login UI's "Continue with ..."), linked to the user.
@@ -305,7 +599,56 @@ export type IdpFactor = Message<"platform.resources.session.v3alpha.IdpFactor"> 
  * Use `create(IdpFactorSchema)` to create a new message.
  */
 export const IdpFactorSchema: GenMessage<IdpFactor> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 9);
+  messageDesc(file_platform_resources_session_v3alpha_session, 18);
+
+/**
+ * A second-factor check that passed (TOTP, a code by e-mail or SMS, a recovery code).
+ *
+ * @generated from message platform.resources.session.v3alpha.OTPFactor
+ */
+export type OTPFactor = Message<"platform.resources.session.v3alpha.OTPFactor"> & {
+  /**
+   * When it last passed.
+   *
+   * @generated from field: google.protobuf.Timestamp verified_at = 1;
+   */
+  verifiedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.OTPFactor.
+ * Use `create(OTPFactorSchema)` to create a new message.
+ */
+export const OTPFactorSchema: GenMessage<OTPFactor> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 19);
+
+/**
+ * A WebAuthn check that passed.
+ *
+ * @generated from message platform.resources.session.v3alpha.WebAuthnFactor
+ */
+export type WebAuthnFactor = Message<"platform.resources.session.v3alpha.WebAuthnFactor"> & {
+  /**
+   * When it last passed.
+   *
+   * @generated from field: google.protobuf.Timestamp verified_at = 1;
+   */
+  verifiedAt?: Timestamp | undefined;
+
+  /**
+   * Whether the authenticator verified the user (PIN, biometrics).
+   *
+   * @generated from field: bool user_verified = 2;
+   */
+  userVerified: boolean;
+};
+
+/**
+ * Describes the message platform.resources.session.v3alpha.WebAuthnFactor.
+ * Use `create(WebAuthnFactorSchema)` to create a new message.
+ */
+export const WebAuthnFactorSchema: GenMessage<WebAuthnFactor> = /*@__PURE__*/
+  messageDesc(file_platform_resources_session_v3alpha_session, 20);
 
 /**
  * The checks a session passed, with their times (unset: not passed).
@@ -333,6 +676,41 @@ export type Factors = Message<"platform.resources.session.v3alpha.Factors"> & {
    * @generated from field: platform.resources.session.v3alpha.IdpFactor idp = 3;
    */
   idp?: IdpFactor | undefined;
+
+  /**
+   * A TOTP code.
+   *
+   * @generated from field: platform.resources.session.v3alpha.OTPFactor totp = 4;
+   */
+  totp?: OTPFactor | undefined;
+
+  /**
+   * A code by e-mail.
+   *
+   * @generated from field: platform.resources.session.v3alpha.OTPFactor otp_email = 5;
+   */
+  otpEmail?: OTPFactor | undefined;
+
+  /**
+   * A code by SMS.
+   *
+   * @generated from field: platform.resources.session.v3alpha.OTPFactor otp_sms = 6;
+   */
+  otpSms?: OTPFactor | undefined;
+
+  /**
+   * A passkey or security key.
+   *
+   * @generated from field: platform.resources.session.v3alpha.WebAuthnFactor webauthn = 7;
+   */
+  webauthn?: WebAuthnFactor | undefined;
+
+  /**
+   * A recovery code.
+   *
+   * @generated from field: platform.resources.session.v3alpha.OTPFactor recovery_code = 8;
+   */
+  recoveryCode?: OTPFactor | undefined;
 };
 
 /**
@@ -340,7 +718,7 @@ export type Factors = Message<"platform.resources.session.v3alpha.Factors"> & {
  * Use `create(FactorsSchema)` to create a new message.
  */
 export const FactorsSchema: GenMessage<Factors> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 10);
+  messageDesc(file_platform_resources_session_v3alpha_session, 21);
 
 /**
  * A session. Neither the session token nor a password is ever returned.
@@ -389,7 +767,7 @@ export type Session = Message<"platform.resources.session.v3alpha.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 11);
+  messageDesc(file_platform_resources_session_v3alpha_session, 22);
 
 /**
  * A session with its details.
@@ -417,7 +795,7 @@ export type GetSession = Message<"platform.resources.session.v3alpha.GetSession"
  * Use `create(GetSessionSchema)` to create a new message.
  */
 export const GetSessionSchema: GenMessage<GetSession> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 12);
+  messageDesc(file_platform_resources_session_v3alpha_session, 23);
 
 /**
  * Sessions of one user.
@@ -438,7 +816,7 @@ export type SessionUserIDFilter = Message<"platform.resources.session.v3alpha.Se
  * Use `create(SessionUserIDFilterSchema)` to create a new message.
  */
 export const SessionUserIDFilterSchema: GenMessage<SessionUserIDFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 13);
+  messageDesc(file_platform_resources_session_v3alpha_session, 24);
 
 /**
  * Sessions by creation date.
@@ -466,7 +844,7 @@ export type SessionCreationDateFilter = Message<"platform.resources.session.v3al
  * Use `create(SessionCreationDateFilterSchema)` to create a new message.
  */
 export const SessionCreationDateFilterSchema: GenMessage<SessionCreationDateFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 14);
+  messageDesc(file_platform_resources_session_v3alpha_session, 25);
 
 /**
  * Sessions with one of the IDs.
@@ -487,7 +865,7 @@ export type InSessionIDsFilter = Message<"platform.resources.session.v3alpha.InS
  * Use `create(InSessionIDsFilterSchema)` to create a new message.
  */
 export const InSessionIDsFilterSchema: GenMessage<InSessionIDsFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 15);
+  messageDesc(file_platform_resources_session_v3alpha_session, 26);
 
 /**
  * A filter of SearchSessions (exactly one member). Several filters must all match.
@@ -532,7 +910,48 @@ export type SessionSearchFilter = Message<"platform.resources.session.v3alpha.Se
  * Use `create(SessionSearchFilterSchema)` to create a new message.
  */
 export const SessionSearchFilterSchema: GenMessage<SessionSearchFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_session_v3alpha_session, 16);
+  messageDesc(file_platform_resources_session_v3alpha_session, 27);
+
+/**
+ * How strongly a WebAuthn challenge asks the authenticator to verify the user (PIN, biometrics).
+ *
+ * @generated from enum platform.resources.session.v3alpha.UserVerificationRequirement
+ */
+export enum UserVerificationRequirement {
+  /**
+   * Default: preferred.
+   *
+   * @generated from enum value: USER_VERIFICATION_REQUIREMENT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The assertion must verify the user (a passkey alone then signs in: passwordless).
+   *
+   * @generated from enum value: USER_VERIFICATION_REQUIREMENT_REQUIRED = 1;
+   */
+  REQUIRED = 1,
+
+  /**
+   * Verified when the authenticator can.
+   *
+   * @generated from enum value: USER_VERIFICATION_REQUIREMENT_PREFERRED = 2;
+   */
+  PREFERRED = 2,
+
+  /**
+   * Presence is enough (a security key as a second factor).
+   *
+   * @generated from enum value: USER_VERIFICATION_REQUIREMENT_DISCOURAGED = 3;
+   */
+  DISCOURAGED = 3,
+}
+
+/**
+ * Describes the enum platform.resources.session.v3alpha.UserVerificationRequirement.
+ */
+export const UserVerificationRequirementSchema: GenEnum<UserVerificationRequirement> = /*@__PURE__*/
+  enumDesc(file_platform_resources_session_v3alpha_session, 0);
 
 /**
  * Sort column of SearchSessions.
@@ -573,5 +992,5 @@ export enum SessionFieldName {
  * Describes the enum platform.resources.session.v3alpha.SessionFieldName.
  */
 export const SessionFieldNameSchema: GenEnum<SessionFieldName> = /*@__PURE__*/
-  enumDesc(file_platform_resources_session_v3alpha_session, 0);
+  enumDesc(file_platform_resources_session_v3alpha_session, 1);
 
