@@ -273,3 +273,76 @@ export interface IdpLinkRemovedPayload {
 export interface UserRemovedPayload {
   username: string;
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Second factors (docs/factors.md)
+
+/** `user.totp.added`: a pending TOTP authenticator. */
+export interface TotpAddedPayload {
+  /** The base32 secret sealed with the master key (src/crypto); never the plain secret. */
+  secret_sealed: string;
+}
+
+/** `user.totp.used`: the RFC 6238 time step of the accepted code (codes of it or earlier are refused). */
+export interface TotpUsedPayload {
+  step: number;
+}
+
+/** What a passkey or security key is registered as: `passkey` (discoverable, user verified) or `u2f`. */
+export type PasskeyType = "passkey" | "u2f";
+
+/** `user.passkey.added`: a registration started (what verifying its answer needs). */
+export interface PasskeyAddedPayload {
+  passkey_id: string;
+  type: PasskeyType;
+  /** The registration challenge (base64url; random, not a secret once used). */
+  challenge: string;
+  /** The relying-party ID the options named. */
+  rp_id: string;
+  /** required | preferred | discouraged */
+  user_verification: string;
+  /** platform | cross-platform | unspecified */
+  authenticator: string;
+}
+
+/** `user.passkey.verified`: the credential of a verified registration. */
+export interface PasskeyVerifiedPayload {
+  passkey_id: string;
+  name: string;
+  /** base64url credential ID. */
+  credential_id: string;
+  /** base64url COSE public key. */
+  public_key: string;
+  counter: number;
+  transports?: string[];
+  /** singleDevice | multiDevice (synced) */
+  device_type: string;
+  backed_up: boolean;
+  aaguid?: string;
+  rp_id: string;
+}
+
+/** `user.passkey.used`: the signature counter and backup state of an assertion that passed. */
+export interface PasskeyUsedPayload {
+  passkey_id: string;
+  counter: number;
+  backed_up: boolean;
+}
+
+/** `user.passkey.removed`. */
+export interface PasskeyRemovedPayload {
+  passkey_id: string;
+}
+
+/** `user.otp_email.added`, `user.otp_sms.added`: nothing needed (the verified address or number is used). */
+export type OtpFactorPayload = Record<string, never>;
+
+/** `user.recovery_codes.generated`: the codes' hashes (HMAC under a key from the master key), in order. */
+export interface RecoveryCodesGeneratedPayload {
+  hashes: string[];
+}
+
+/** `user.recovery_code.used`: the index of the code in the generated list. */
+export interface RecoveryCodeUsedPayload {
+  index: number;
+}

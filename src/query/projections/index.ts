@@ -10,6 +10,7 @@ import { projectsProjection } from "./projects.ts";
 import { sessionsProjection } from "./sessions.ts";
 import { settingsProjection } from "./settings.ts";
 import { userGrantsProjection } from "./user_grants.ts";
+import { userFactorsProjection } from "./user-factors.ts";
 import { userSchemasProjection } from "./user-schemas.ts";
 import { usersProjection } from "./users.ts";
 import { webKeysProjection } from "./web-keys.ts";
@@ -20,6 +21,7 @@ export const projections: Projection[] = [
   orgsProjection,
   projectsProjection,
   usersProjection,
+  userFactorsProjection,
   membershipsProjection,
   settingsProjection,
   sessionsProjection,
