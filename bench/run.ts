@@ -144,8 +144,9 @@ const scenarios: Scenario[] = [
     headers: { accept: "text/html", "accept-language": "de" },
   },
   {
-    // the instance branded (colours in both schemes, a logo): the page links its branding stylesheet
-    name: "GET /ui/login/loginname (branded: colours + logo, stylesheet link)",
+    // the instance branded (colours in both schemes, a logo) and a text overridden: the page links its
+    // branding stylesheet and shows the custom title
+    name: "GET /ui/login/loginname (branded: colours + logo, stylesheet link, a custom text)",
     path: "/ui/login/loginname",
     headers: { accept: "text/html", "accept-language": "de" },
     setup: async () => {
@@ -163,7 +164,12 @@ const scenarios: Scenario[] = [
           logo: { set: { content: png.toString("base64"), content_type: "image/png" } },
         }),
       });
-      return response.status === 200;
+      const texts = await fetch(`${url}/settings/v3alpha/texts/de`, {
+        method: "PATCH",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({ texts: { "login.loginname.title": { set: "Willkommen zurück" } } }),
+      });
+      return response.status === 200 && texts.status === 200;
     },
   },
   {
