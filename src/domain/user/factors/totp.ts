@@ -6,13 +6,18 @@
  */
 import { generateSecret, generateURI, verify } from "otplib";
 import { seal, unseal } from "../../../crypto/masterkey.ts";
-import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "../../../errors.ts";
+import {
+  AlreadyExistsError,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+} from "../../../errors.ts";
 import type { NewEvent } from "../../../eventstore/types.ts";
 import type { Queryable } from "../../../storage/database.ts";
 import { SessionEvent } from "../../session/events.ts";
 import type { FactorCheck } from "../../session/factors.ts";
 import { type TotpAddedPayload, type TotpUsedPayload, UserEvent } from "../events.ts";
-import { activeFactor, checkedEvent, factorUserEvent, type UserFactorRow } from "./common.ts";
+import { activeFactor, checkedEvent, factorUserEvent, readFactor, type UserFactorRow } from "./common.ts";
 
 /** Seconds of one time step. */
 export const TOTP_PERIOD = 30;
@@ -160,4 +165,51 @@ export async function totpLabel(
     issuer: row?.name || row?.instance_domain || "Platform",
     account: row?.org_domain ? `${username}@${row.org_domain}` : username,
   };
+}
+
+/**
+ * A TOTP check that activates the user's pending registration (enrolment during a sign-in): a right code
+ * verifies the registration and counts as the session's TOTP check; a wrong one counts like any wrong
+ * code. FAILED_PRECONDITION without a pending registration.
+ */
+export function totpEnrolmentCheck(masterKey: Buffer, code: string): FactorCheck {
+  return {
+    factor: "totp",
+    async check(ctx) {
+      const factor = await readFactor(ctx.tx, ctx.instanceId, ctx.userId, "totp");
+      if (!factor || factor.active)
+        throw new FailedPreconditionError("the user has no TOTP registration to verify");
+      const step = await totpStep(masterKey, ctx.instanceId, ctx.userId, factor, code, ctx.now);
+      if (step === undefined)
+        return { passed: false, events: [], error: new InvalidArgumentError("is wrong", "code") };
+      const used: TotpUsedPayload = { step };
+      return {
+        passed: true,
+        events: [
+          factorUserEvent(ctx.userId, ctx.orgId, UserEvent.totpVerified),
+          factorUserEvent(ctx.userId, ctx.orgId, UserEvent.totpUsed, { ...used }),
+          checkedEvent(ctx, SessionEvent.totpChecked),
+        ],
+      };
+    },
+  };
+}
+
+/** How long the setup pages show a pending registration's secret again (then they register anew). */
+export const PENDING_TOTP_REUSE_MS = 10 * 60_000;
+
+/**
+ * The secret of a pending registration made in the last PENDING_TOTP_REUSE_MS, for the login UI's setup
+ * pages to show the same QR code again after a wrong code; undefined otherwise (an active TOTP's secret is
+ * never opened for showing).
+ */
+export function pendingTotpSecret(
+  masterKey: Buffer,
+  instanceId: string,
+  userId: string,
+  factor: UserFactorRow | undefined,
+  now = Date.now(),
+): string | undefined {
+  if (!factor || factor.active || now - factor.createdAt.getTime() > PENDING_TOTP_REUSE_MS) return undefined;
+  return unseal(masterKey, String(factor.data.secret_sealed), sealContext(instanceId, userId));
 }
