@@ -5,7 +5,8 @@
  * left; remove).
  *
  *   POST /ui/login/account/otp/totp           register (a pending registration shown with its QR code)
- *   POST /ui/login/account/otp/totp/verify    activate it with a code (rate-limited per login name too)
+ *   POST /ui/login/account/otp/totp/verify    activate it with a code (rate-limited per login name too; it
+ *                                             counts as a TOTP check of the account's session)
  *   POST /ui/login/account/otp/totp/remove    remove it (also a pending one)
  *   POST /ui/login/account/otp/email          `action=enable|disable`
  *   POST /ui/login/account/otp/sms            `action=enable|disable`
@@ -13,8 +14,8 @@
  *   POST /ui/login/account/otp/recovery/remove
  *
  * The commands are the users API's (src/services/users/factor-commands.ts), the user as creator. An
- * account with a second factor changes its factors only from a session that passed one (`mayEnrol`): the
- * password alone does not take the second factor away. New recovery codes travel to the page once in the
+ * account with a second factor changes its factors only from a session that passed one, or that added
+ * them all itself (`mayEnrol`): the password alone does not take an earlier second factor away. New recovery codes travel to the page once in the
  * outcome cookie (HttpOnly, two minutes, read once).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -23,7 +24,12 @@ import { foldUser, type UserAggregate } from "../../../domain/user/commands.ts";
 import { USER } from "../../../domain/user/events.ts";
 import { readFactor } from "../../../domain/user/factors/common.ts";
 import { remainingRecoveryCodes } from "../../../domain/user/factors/recovery-codes.ts";
-import { pendingTotpSecret, totpLabel, totpUri } from "../../../domain/user/factors/totp.ts";
+import {
+  pendingTotpSecret,
+  totpEnrolmentCheck,
+  totpLabel,
+  totpUri,
+} from "../../../domain/user/factors/totp.ts";
 import {
   AlreadyExistsError,
   FailedPreconditionError,
@@ -36,7 +42,7 @@ import type { Translator } from "../../i18n.ts";
 import type { Login } from "../../login.ts";
 import type { LoginSession } from "../../sessions.ts";
 import { field, type StepKit } from "../kit.ts";
-import { groupedSecret, masterKeyOf, mayEnrol } from "../mfa/kit.ts";
+import { checkOnSession, groupedSecret, masterKeyOf, mayEnrol } from "../mfa/kit.ts";
 import { type AccountOutcome, accountPost, redirectWithOutcome } from "./kit.ts";
 
 /** What the section shows of the account's factors. */
@@ -130,6 +136,7 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
       run: (decide: Decide) => Promise<void>,
       body: Record<string, unknown>,
       account: LoginSession,
+      instanceId: string,
     ) => Promise<Omit<AccountOutcome, "session" | "form">>,
     options: { perName?: boolean } = {},
   ) {
@@ -159,7 +166,7 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
       try {
         return redirectWithOutcome(kit, request, reply, {
           ...outcome,
-          ...(await handle(run, body, account)),
+          ...(await handle(run, body, account, instanceId)),
         });
       } catch (error) {
         if (error instanceof InvalidArgumentError)
@@ -185,13 +192,20 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
     await run(async (c, tx, instanceId, user) => (await c.registerTotp(tx, instanceId, user)).events);
     return { notice: "accountOtp.totpScan" };
   });
+  // the verification is a TOTP check of the account's session too (so this session may change the factors
+  // afterwards); a wrong code counts towards the lockout like any wrong code
   route(
     "/totp/verify",
-    async (run, body) => {
+    async (_run, body, account, instanceId) => {
       const code = field(body as Record<string, string>, "code");
       if (!code) return { error: "error.formInvalid", fieldErrors: { code: "field.required" } };
-      await run((c, tx, instanceId, user) => c.verifyTotp(tx, instanceId, user, code));
-      return { notice: "accountOtp.totpActivated" };
+      const checked = await checkOnSession(login, instanceId, account, {
+        factors: [totpEnrolmentCheck(masterKeyOf(login), code)],
+      });
+      if (checked.ok) return { notice: "accountOtp.totpActivated" };
+      if (checked.error === "mfaOtp.codeWrong")
+        return { error: "error.formInvalid", fieldErrors: { code: "accountOtp.codeWrong" } };
+      return { error: checked.error === "mfaOtp.lockedOut" ? checked.error : "accountOtp.changedMeanwhile" };
     },
     { perName: true },
   );

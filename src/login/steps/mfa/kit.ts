@@ -114,14 +114,17 @@ export async function activeFactorTypes(login: Login, instanceId: string, userId
 }
 
 /**
- * Whether the session may enrol a second factor: the user has none yet (the first one), or the session
- * passed one already (adding another to an account with a second factor needs that factor, not the
- * password alone).
+ * Whether the session may enrol or change second factors: the session passed one, or the user has none
+ * that is older than the session (the first one, or only ones this session added). So a password alone
+ * never takes away or adds to a second factor the account had when the session signed in.
  */
 export async function mayEnrol(login: Login, instanceId: string, session: LoginSession): Promise<boolean> {
-  const types = await activeFactorTypes(login, instanceId, session.userId);
-  const hasOne = types.totp || types.otpEmail || types.otpSms || types.webauthn;
-  return !hasOne || secondFactorTimes(session.checks).length > 0;
+  if (secondFactorTimes(session.checks).length > 0) return true;
+  const rows = await userFactors(login.deps.db, instanceId, session.userId, {
+    active: true,
+    types: ["totp", "otp_email", "otp_sms", "passkey", "u2f"],
+  });
+  return rows.every((row) => row.createdAt.getTime() > session.createdAt.getTime());
 }
 
 /** The outcome of a check: the challenges' answers, or the message key of the failure. */
