@@ -167,7 +167,8 @@ const orgContext = (instanceId: string, orgId: string): ResolvedContext => ({
 });
 
 /**
- * PlatformSessions: sessions of users, created by checking a user (and its password). The organization
+ * PlatformSessions: sessions of users, created by checking a user (and its password), with second factors
+ * checked and challenges made through ./factors.ts. The organization
  * of the session's user decides the permissions; a session is also readable by its user and by the
  * caller that created it.
  */
