@@ -5,6 +5,8 @@
  * the session's factors and its `amr`.
  */
 import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -43,6 +45,8 @@ describe("sessions: second-factor checks and challenges", () => {
   let platform: TestPlatform;
   let owner: string;
   let smtp: SmtpReceiver;
+  let gateway: http.Server;
+  const texts: Array<Record<string, unknown>> = [];
   const rest = restClient(
     () => platform,
     () => owner,
@@ -50,6 +54,15 @@ describe("sessions: second-factor checks and challenges", () => {
 
   before(async () => {
     smtp = await startSmtpReceiver({});
+    gateway = http.createServer((req, res) => {
+      let raw = "";
+      req.on("data", (d) => (raw += d));
+      req.on("end", () => {
+        texts.push(JSON.parse(raw));
+        res.writeHead(202).end();
+      });
+    });
+    await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", r));
     platform = await startPlatform({
       listen: true,
       env: {
@@ -61,16 +74,28 @@ describe("sessions: second-factor checks and challenges", () => {
       username: "owner",
       membership: { contextType: "instance", roles: ["IAM_OWNER"] },
     }));
-    const path = "/resources/v3alpha/smtp_providers";
-    const created = await rest("POST", path, {
-      json: { description: "mail", sender_address: "noreply@example.com", host: `127.0.0.1:${smtp.port}` },
-    });
-    assert.equal(created.status, 201, created.text);
-    assert.equal((await rest("POST", `${path}/${created.json.details.id}/_activate`)).status, 200);
+    for (const [path, body] of [
+      [
+        "/resources/v3alpha/smtp_providers",
+        { description: "mail", sender_address: "noreply@example.com", host: `127.0.0.1:${smtp.port}` },
+      ],
+      [
+        "/resources/v3alpha/sms_providers",
+        {
+          description: "sms",
+          http: { endpoint: `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/send` },
+        },
+      ],
+    ] as const) {
+      const created = await rest("POST", path, { json: body });
+      assert.equal(created.status, 201, created.text);
+      assert.equal((await rest("POST", `${path}/${created.json.details.id}/_activate`)).status, 200);
+    }
   });
   after(async () => {
     await platform.stop();
     await smtp.close();
+    await new Promise((r) => gateway.close(r));
   });
 
   let seq = 0;
@@ -229,6 +254,12 @@ describe("sessions: second-factor checks and challenges", () => {
     assert.ok(mail, "the code was e-mailed");
     const code = /\b(\d{6})\b/.exec(mail.mail.text ?? "")?.[1];
     assert.ok(code, mail.mail.text ?? "");
+    const challenges = await platform.db.query<{ payload: Json }>(
+      "SELECT payload FROM events WHERE aggregate_id = $1 AND event_type = 'session.challenge.added'",
+      [details.id],
+    );
+    assert.equal(challenges.length, 1);
+    assert.ok(!JSON.stringify(challenges[0].payload).includes(code!), "only the code's keyed hash is stored");
     const checked = await patch(details.id, token, { otp_email: { code } });
     assert.equal(checked.status, 200, checked.text);
     assert.ok((await factorsOf(details.id)).otp_email.verified_at);
@@ -250,6 +281,26 @@ describe("sessions: second-factor checks and challenges", () => {
     );
     await sleep(300);
     assert.equal(smtp.received.length, mails, "return_code sends nothing");
+  });
+
+  it("otp_sms: the code is texted (OTP_SMS) through the SMS provider and checked", async () => {
+    const user = await createHuman();
+    assert.equal((await rest("POST", `${USERS}/${user.id}/otp_sms`)).status, 200);
+    const session = await signIn(user.username);
+    const asked = await patch(session.id, session.token, {}, { otp_sms: {} });
+    assert.equal(asked.status, 200, asked.text);
+    assert.equal(asked.json.challenges.otp_sms, "", "sent, not answered");
+    const number = `+41 44 555 10 ${String(seq).padStart(2, "0")}`.replaceAll(" ", "");
+    let text: Record<string, unknown> | undefined;
+    for (let i = 0; i < 200 && !text; i++) {
+      text = texts.find((t) => JSON.stringify(t).replaceAll(" ", "").includes(number));
+      if (!text) await sleep(25);
+    }
+    assert.ok(text, `texted: ${JSON.stringify(texts)}`);
+    const code = /\b(\d{6})\b/.exec(JSON.stringify(text))?.[1];
+    assert.ok(code, JSON.stringify(text));
+    assert.equal((await patch(session.id, session.token, { otp_sms: { code } })).status, 200);
+    assert.ok((await factorsOf(session.id)).otp_sms.verified_at);
   });
 
   it("otp_sms: five wrong codes invalidate the challenge; each counts towards the lockout; a right answer resets the count", async () => {
