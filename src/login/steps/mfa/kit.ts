@@ -180,7 +180,10 @@ export function mfaCodeField(t: (key: string) => string, error: string | undefin
   } as Record<string, unknown>;
 }
 
-/** After a failed post: the error on the auth request for `page`, and 303 back to it. */
+/**
+ * After a failed post: the error on the auth request for `page`, and 303 back to that page. Pages are named
+ * after their paths: `mfa-<name>` is /ui/login/mfa/<name>, `setup-<name>` is /ui/login/mfa/setup/<name>.
+ */
 export async function retry(
   kit: StepKit,
   reply: FastifyReply,
