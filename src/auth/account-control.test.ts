@@ -178,6 +178,65 @@ describe("no control over a more privileged account", () => {
       request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/links/${newId()}` }),
       allowed: 404,
     },
+    // Second factors (docs/factors.md): registering a TOTP, enabling e-mail codes, making recovery codes
+    // take over the account's second factor as surely as a password does; removing one weakens it.
+    {
+      name: "register a TOTP authenticator",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/totp` }),
+      allowed: 200,
+    },
+    // Passes the rule and finds a pending registration: a wrong code is 400, nothing stored.
+    {
+      name: "verify a TOTP registration",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/totp/_verify`, json: { code: "000000" } }),
+      allowed: 400,
+      code: 3,
+    },
+    {
+      name: "remove the TOTP authenticator",
+      on: "human",
+      request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/totp` }),
+      allowed: 200,
+    },
+    {
+      name: "enable e-mail codes",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/otp_email` }),
+      allowed: 200,
+    },
+    {
+      name: "disable e-mail codes",
+      on: "human",
+      request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/otp_email` }),
+      allowed: 200,
+    },
+    // the phone number was set verified by "change the phone"
+    {
+      name: "enable SMS codes",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/otp_sms` }),
+      allowed: 200,
+    },
+    {
+      name: "disable SMS codes",
+      on: "human",
+      request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/otp_sms` }),
+      allowed: 200,
+    },
+    {
+      name: "generate recovery codes",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/recovery_codes` }),
+      allowed: 200,
+    },
+    {
+      name: "remove recovery codes",
+      on: "human",
+      request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/recovery_codes` }),
+      allowed: 200,
+    },
     {
       name: "generate a client secret",
       on: "machine",

@@ -31,6 +31,8 @@
  *   POST /ui/login/verify-email       (verify-email; also /resend and /done)
  *   GET  /ui/login/invite             an invitation's link: the first password with the code, then signed
  *   POST /ui/login/invite             in (invite)
+ *   GET  /ui/login/mfa/totp           second factors: TOTP, codes by e-mail and SMS, recovery codes, and
+ *   POST /ui/login/mfa/...            their enrolment (mfa/otp-steps.ts lists them)
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions (signout)
  *   GET  /ui/login/signedout          "You are signed out" (signout)
@@ -58,6 +60,7 @@ import {
   accountLinksStep,
   accountPasswordStep,
   accountProfileStep,
+  accountSecurityOtpStep,
   accountSessionsStep,
   accountStep,
 } from "./account/index.ts";
@@ -71,6 +74,7 @@ import { inviteStep } from "./invite.ts";
 import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
 import { languageStep } from "./language.ts";
 import { loginNameStep } from "./loginname.ts";
+import { OTP_STEPS } from "./mfa/otp-steps.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
 import { passwordResetStep } from "./password-reset.ts";
@@ -97,12 +101,14 @@ const STEPS: readonly Step[] = [
   passwordResetStep,
   verifyEmailStep,
   inviteStep,
+  ...OTP_STEPS,
   completeStep,
   signOutStep,
   accountProfileStep,
   accountDataStep,
   accountContactStep,
   accountPasswordStep,
+  accountSecurityOtpStep,
   accountLinksStep,
   accountSessionsStep,
   languageStep,

@@ -21,6 +21,7 @@ import {
   type GetSession,
   GetSessionSchema,
   IdpFactorSchema,
+  OTPFactorSchema,
   PasswordFactorSchema,
   SessionFieldName,
   SessionSchema,
@@ -39,6 +40,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { challengesAnswer, challengesOf, factorChecksOf } from "./factors.ts";
 
 interface SessionRow {
   id: string;
@@ -49,6 +51,10 @@ interface SessionRow {
   password_checked_at: Date | null;
   idp_checked_at: Date | null;
   idp_id: string | null;
+  totp_checked_at: Date | null;
+  otp_email_checked_at: Date | null;
+  otp_sms_checked_at: Date | null;
+  recovery_code_checked_at: Date | null;
   created_at: Date;
   changed_at: Date;
   sequence: number;
@@ -63,7 +69,8 @@ interface SessionRow {
 }
 
 const SELECT = `s.id, s.user_id, s.org_id, s.creator, s.user_checked_at, s.password_checked_at, s.idp_checked_at,
-  s.idp_id, s.created_at,
+  s.idp_id, s.totp_checked_at, s.otp_email_checked_at, s.otp_sms_checked_at, s.recovery_code_checked_at,
+  s.created_at,
   s.changed_at, s.sequence, u.username, u.display_name, u.given_name, u.family_name, u.machine_name,
   u.password_change_required, o.primary_domain`;
 const FROM = `sessions s
@@ -87,6 +94,9 @@ function displayName(row: SessionRow): string {
   if (row.machine_name) return row.machine_name;
   return [row.given_name, row.family_name].filter(Boolean).join(" ");
 }
+
+/** A second factor's check time as `OTPFactor` (unset: never passed). */
+const otpFactor = (at: Date | null) => (at ? create(OTPFactorSchema, { verifiedAt: ts(at) }) : undefined);
 
 function toGetSession(row: SessionRow): GetSession {
   const loginName = row.username
@@ -124,6 +134,10 @@ function toGetSession(row: SessionRow): GetSession {
         idp: row.idp_checked_at
           ? create(IdpFactorSchema, { idpId: row.idp_id ?? "", verifiedAt: ts(row.idp_checked_at) })
           : undefined,
+        totp: otpFactor(row.totp_checked_at),
+        otpEmail: otpFactor(row.otp_email_checked_at),
+        otpSms: otpFactor(row.otp_sms_checked_at),
+        recoveryCode: otpFactor(row.recovery_code_checked_at),
       }),
     }),
   });
@@ -153,7 +167,8 @@ const orgContext = (instanceId: string, orgId: string): ResolvedContext => ({
 });
 
 /**
- * PlatformSessions: sessions of users, created by checking a user (and its password). The organization
+ * PlatformSessions: sessions of users, created by checking a user (and its password), with second factors
+ * checked and challenges made through ./factors.ts. The organization
  * of the session's user decides the permissions; a session is also readable by its user and by the
  * caller that created it.
  */
@@ -200,7 +215,12 @@ export function sessionsService(deps: ServiceDeps) {
       const created = await createSession(
         deps.eventStore,
         actor(call, instanceId),
-        { user, password: checks?.password?.password },
+        {
+          user,
+          password: checks?.password?.password,
+          factors: factorChecksOf(deps, checks),
+          challenges: challengesOf(deps, req.session?.challenges),
+        },
         policy(),
       );
       return create(CreateSessionResponseSchema, {
@@ -211,6 +231,7 @@ export function sessionsService(deps: ServiceDeps) {
           owner: { type: OwnerType.org, id: created.orgId },
         }),
         sessionToken: created.token,
+        challenges: challengesAnswer(created.challenges),
       });
     },
 
@@ -231,10 +252,13 @@ export function sessionsService(deps: ServiceDeps) {
           token: req.session?.sessionToken ?? "",
           user,
           password: checks?.password?.password,
+          factors: factorChecksOf(deps, checks),
+          challenges: challengesOf(deps, req.session?.challenges),
         },
         policy(),
       );
       return create(PatchSessionResponseSchema, {
+        challenges: challengesAnswer(version.challenges),
         details: resourceDetails({
           id: version.sessionId,
           sequence: version.sequence,

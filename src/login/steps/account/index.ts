@@ -21,12 +21,14 @@ import { dataFields, hasWritable, readAccountData } from "./data.ts";
 import { type AccountOutcome, accountUrl, takeOutcome } from "./kit.ts";
 import { passwordFields } from "./password.ts";
 import { PROFILE_LIMITS, profileFields } from "./profile.ts";
+import { securityOtpView } from "./security-otp.ts";
 
 export { accountContactStep } from "./contact.ts";
 export { accountDataStep } from "./data.ts";
 export { accountLinksStep } from "./links.ts";
 export { accountPasswordStep } from "./password.ts";
 export { accountProfileStep } from "./profile.ts";
+export { accountSecurityOtpStep } from "./security-otp.ts";
 export { accountSessionsStep } from "./sessions.ts";
 
 /** Its template, beside this module. */
@@ -162,6 +164,7 @@ async function sendAccountPage(
   const password = formState("password");
   const linkState = formState("links");
   const sessionState = formState("sessions");
+  const otp = await securityOtpView(login, instanceId, current, formState("otp"), t);
   return sendPage(reply, context, TEMPLATE, {
     title: t("account.title"),
     session: current.id,
@@ -185,6 +188,7 @@ async function sendAccountPage(
       ...password,
       fields: passwordFields(t, login.deps.config.passwordMinLength, password),
     },
+    otp,
     links: {
       ...linkState,
       items: links.map((link) => ({
