@@ -17,6 +17,7 @@ import { USER } from "../../domain/user/events.ts";
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError } from "../../errors.ts";
 import type { CheckUser } from "../../gen/platform/resources/session/v3alpha/session_pb.ts";
 import {
+  ChallengesSchema,
   FactorsSchema,
   type GetSession,
   GetSessionSchema,
@@ -26,6 +27,7 @@ import {
   SessionSchema,
   SessionUserSchema,
   UserFactorSchema,
+  WebAuthnFactorSchema,
 } from "../../gen/platform/resources/session/v3alpha/session_pb.ts";
 import {
   CreateSessionResponseSchema,
@@ -39,6 +41,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { webAuthnAnswer, webAuthnChallengeOf, webAuthnCheckOf } from "./webauthn.ts";
 
 interface SessionRow {
   id: string;
@@ -49,6 +52,8 @@ interface SessionRow {
   password_checked_at: Date | null;
   idp_checked_at: Date | null;
   idp_id: string | null;
+  webauthn_checked_at: Date | null;
+  webauthn_user_verified: boolean | null;
   created_at: Date;
   changed_at: Date;
   sequence: number;
@@ -63,7 +68,7 @@ interface SessionRow {
 }
 
 const SELECT = `s.id, s.user_id, s.org_id, s.creator, s.user_checked_at, s.password_checked_at, s.idp_checked_at,
-  s.idp_id, s.created_at,
+  s.idp_id, s.webauthn_checked_at, s.webauthn_user_verified, s.created_at,
   s.changed_at, s.sequence, u.username, u.display_name, u.given_name, u.family_name, u.machine_name,
   u.password_change_required, o.primary_domain`;
 const FROM = `sessions s
@@ -123,6 +128,12 @@ function toGetSession(row: SessionRow): GetSession {
           : undefined,
         idp: row.idp_checked_at
           ? create(IdpFactorSchema, { idpId: row.idp_id ?? "", verifiedAt: ts(row.idp_checked_at) })
+          : undefined,
+        webauthn: row.webauthn_checked_at
+          ? create(WebAuthnFactorSchema, {
+              verifiedAt: ts(row.webauthn_checked_at),
+              userVerified: row.webauthn_user_verified === true,
+            })
           : undefined,
       }),
     }),
@@ -200,7 +211,19 @@ export function sessionsService(deps: ServiceDeps) {
       const created = await createSession(
         deps.eventStore,
         actor(call, instanceId),
-        { user, password: checks?.password?.password },
+        {
+          user,
+          password: checks?.password?.password,
+          challenges: [
+            ...(await webAuthnChallengeOf(
+              deps,
+              call,
+              instanceId,
+              req.session?.challenges?.webauthn,
+              "session.challenges.webauthn",
+            )),
+          ],
+        },
         policy(),
       );
       return create(CreateSessionResponseSchema, {
@@ -211,6 +234,9 @@ export function sessionsService(deps: ServiceDeps) {
           owner: { type: OwnerType.org, id: created.orgId },
         }),
         sessionToken: created.token,
+        challenges: Object.keys(created.challenges).length
+          ? create(ChallengesSchema, { webauthn: webAuthnAnswer(created.challenges.webauthn) })
+          : undefined,
       });
     },
 
@@ -231,10 +257,23 @@ export function sessionsService(deps: ServiceDeps) {
           token: req.session?.sessionToken ?? "",
           user,
           password: checks?.password?.password,
+          factors: [...webAuthnCheckOf(checks?.webauthn)],
+          challenges: [
+            ...(await webAuthnChallengeOf(
+              deps,
+              call,
+              instanceId,
+              req.session?.challenges?.webauthn,
+              "session.challenges.webauthn",
+            )),
+          ],
         },
         policy(),
       );
       return create(PatchSessionResponseSchema, {
+        challenges: Object.keys(version.challenges).length
+          ? create(ChallengesSchema, { webauthn: webAuthnAnswer(version.challenges.webauthn) })
+          : undefined,
         details: resourceDetails({
           id: version.sessionId,
           sequence: version.sequence,

@@ -57,6 +57,7 @@ import type { ServiceDeps } from "../deps.ts";
 import { expiration, listDetails, resourceDetails } from "../mapping.ts";
 import { codeRpcs } from "./codes.ts";
 import { dataChange, onlyData, roleOn, visibleData } from "./custom-data.ts";
+import { passkeyRpcs } from "./passkeys.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -256,6 +257,7 @@ export function usersService(deps: ServiceDeps) {
   const codes = codeRpcs(deps, userCall, onUser);
   return apiService(PlatformUsers, {
     ...codes.rpcs,
+    ...passkeyRpcs(deps, userCall, onUser),
     async createUser(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
       if (call.context.type === "system")
