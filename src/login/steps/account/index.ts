@@ -19,12 +19,14 @@ import { accountView, type Query, stepUrl } from "../kit.ts";
 import { contactFields } from "./contact.ts";
 import { dataFields, hasWritable, readAccountData } from "./data.ts";
 import { type AccountOutcome, accountUrl, takeOutcome } from "./kit.ts";
+import { accountPasskeys } from "./passkeys.ts";
 import { passwordFields } from "./password.ts";
 import { PROFILE_LIMITS, profileFields } from "./profile.ts";
 
 export { accountContactStep } from "./contact.ts";
 export { accountDataStep } from "./data.ts";
 export { accountLinksStep } from "./links.ts";
+export { accountPasskeysStep } from "./passkeys.ts";
 export { accountPasswordStep } from "./password.ts";
 export { accountProfileStep } from "./profile.ts";
 export { accountSessionsStep } from "./sessions.ts";
@@ -162,6 +164,9 @@ async function sendAccountPage(
   const password = formState("password");
   const linkState = formState("links");
   const sessionState = formState("sessions");
+  const passkeys = await accountPasskeys(login, instanceId, current.userId, context.translator);
+  const addPasskeyUrl = (type: string) =>
+    `/ui/login/account/passkeys/new?session=${encodeURIComponent(current.id)}&type=${type}`;
   return sendPage(reply, context, TEMPLATE, {
     title: t("account.title"),
     session: current.id,
@@ -192,6 +197,12 @@ async function sendAccountPage(
         name: link.idp_name ?? link.idp_id,
         externalUsername: link.external_username,
       })),
+    },
+    passkeys: {
+      ...formState("passkeys"),
+      items: passkeys,
+      addPasskeyUrl: addPasskeyUrl("passkey"),
+      addSecurityKeyUrl: addPasskeyUrl("u2f"),
     },
     sessions: {
       ...sessionState,
