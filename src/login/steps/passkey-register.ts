@@ -41,9 +41,10 @@ export async function sendRegistrationPage(
       type: page.type,
       authenticator: page.type === "u2f" ? "cross-platform" : "unspecified",
       rp,
+      now: new Date(),
     });
     options = started.options;
-    return [started.event];
+    return started.events;
   });
   const { t } = context.translator;
   return sendPage(

@@ -204,6 +204,25 @@ describe("passkeys and security keys", () => {
       passkey_id: pending.json.passkey_id,
     });
     assert.equal(await userEvents(userId, UserEvent.passkeyRemoved), 2);
+
+    // A registration unanswered past its 5 minutes: refused, and removed by the next registration.
+    const stale = await rest("POST", `${USERS}/${userId}/passkeys`, { json: {} });
+    await platform.db.query(
+      "UPDATE user_factors SET created_at = created_at - interval '301 seconds' WHERE user_id = $1 AND id = $2",
+      [userId, stale.json.passkey_id],
+    );
+    const late = authenticator.register(stale.json.public_key_credential_creation_options);
+    const expired = await rest("POST", `${USERS}/${userId}/passkeys/${stale.json.passkey_id}/_verify`, {
+      json: { public_key_credential: late.json, name: "Late" },
+    });
+    assertRpcError(expired, 400, 9, /expired/);
+    const next = await rest("POST", `${USERS}/${userId}/passkeys`, { json: {} });
+    assert.equal(next.status, 201, next.text);
+    const after = await rest("GET", `${USERS}/${userId}/passkeys`);
+    assert.deepEqual(
+      after.json.passkeys.map((p: Json) => p.passkey_id),
+      [created.json.passkey_id, next.json.passkey_id],
+    );
   });
 
   it("a caller without user.read does not see another user's passkeys, nor starts one", async () => {

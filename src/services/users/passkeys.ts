@@ -86,9 +86,10 @@ export function passkeyRpcs(
             type: req.passkey?.type === PasskeyType.U2F ? "u2f" : "passkey",
             authenticator: attachments[req.passkey?.authenticator ?? 0] ?? "unspecified",
             rp,
+            now: new Date(),
           });
           options = started.options;
-          return [started.event];
+          return started.events;
         },
         passkeyId,
       );

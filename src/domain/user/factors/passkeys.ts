@@ -17,7 +17,7 @@ import {
   NotFoundError,
 } from "../../../errors.ts";
 import type { NewEvent } from "../../../eventstore/types.ts";
-import { factorByCredentialId, userFactor } from "../../../query/user-factors.ts";
+import { factorByCredentialId, userFactor, userFactors } from "../../../query/user-factors.ts";
 import type { Queryable } from "../../../storage/database.ts";
 import { requireHuman, type UserAggregate, userEvent } from "../aggregate.ts";
 import {
@@ -46,15 +46,25 @@ export function registrationUserVerification(type: PasskeyType): UserVerificatio
 
 /**
  * Starts a registration: the options for `navigator.credentials.create` (the instance as relying party,
- * the user's credentials excluded) and the `user.passkey.added` of the pending passkey.
+ * the user's credentials excluded) and the `user.passkey.added` of the pending passkey, after the
+ * `user.passkey.removed` of the user's registrations that expired unanswered (they can no longer verify).
  */
 export async function startPasskeyRegistration(
   db: Queryable,
   instanceId: string,
   user: UserAggregate,
-  input: { passkeyId: string; type: PasskeyType; authenticator: AuthenticatorAttachment; rp: RelyingParty },
-): Promise<{ event: NewEvent; options: Record<string, unknown> }> {
+  input: {
+    passkeyId: string;
+    type: PasskeyType;
+    authenticator: AuthenticatorAttachment;
+    rp: RelyingParty;
+    now: Date;
+  },
+): Promise<{ events: NewEvent[]; options: Record<string, unknown> }> {
   requireHuman(user, "passkeys");
+  const expired = (await userFactors(db, instanceId, user.id, { types: ["passkey", "u2f"] })).filter(
+    (f) => !f.active && input.now.getTime() - f.createdAt.getTime() > WEBAUTHN_TIMEOUT_MS,
+  );
   const existing = await activeCredentials(db, instanceId, user.id);
   const userVerification = registrationUserVerification(input.type);
   const options = await generateRegistrationOptions({
@@ -88,7 +98,10 @@ export async function startPasskeyRegistration(
     authenticator: input.authenticator,
   };
   return {
-    event: userEvent(user, UserEvent.passkeyAdded, { ...payload }),
+    events: [
+      ...expired.map((f) => userEvent(user, UserEvent.passkeyRemoved, { passkey_id: f.id })),
+      userEvent(user, UserEvent.passkeyAdded, { ...payload }),
+    ],
     options: options as unknown as Record<string, unknown>,
   };
 }
