@@ -68,8 +68,12 @@ describe("login UI: passkeys and security keys over HTTP", () => {
     const key = new SoftAuthenticator(platform.url, Flags.UP);
 
     // Enrolment (the sign-in's session): the page's options ask for a cross-platform key, presence only.
+    // Without a key yet, the second-factor page sends there.
     const enrol = await createAuthRequest(platform);
     await platform.login.authRequests.attachSession(enrol, sessionId);
+    const noKey = await browser.get(`/ui/login/mfa/webauthn?authRequest=${enrol.id}`);
+    assert.equal(noKey.status, 302);
+    assert.equal(noKey.location, `/ui/login/mfa/setup/u2f?authRequest=${enrol.id}`);
     const setup = await browser.get(`/ui/login/mfa/setup/u2f?authRequest=${enrol.id}`);
     assert.equal(setup.status, 200, setup.text);
     assert.match(setup.headers.get("content-security-policy") ?? "", /script-src 'self'/);

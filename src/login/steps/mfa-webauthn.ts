@@ -1,6 +1,6 @@
 /**
  * GET, POST /ui/login/mfa/webauthn: a security key (or passkey) as the second factor of the auth request's
- * session. The page makes the session's `webauthn` challenge (the user's active credentials, user
+ * session (a user without one is sent to register one first). The page makes the session's `webauthn` challenge (the user's active credentials, user
  * verification discouraged: presence is enough after the password); a passed assertion checks the session's
  * `webauthn` factor and goes on to complete. Rate-limited per IP.
  *
@@ -9,7 +9,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { checkSession } from "../../domain/session/commands.ts";
-import { webAuthnChallenge, webAuthnCheck } from "../../domain/user/factors/webauthn.ts";
+import { activeCredentials, webAuthnChallenge, webAuthnCheck } from "../../domain/user/factors/webauthn.ts";
 import { PlatformError } from "../../errors.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
@@ -59,6 +59,9 @@ export function mfaWebAuthnStep(ui: FastifyInstance, kit: StepKit): void {
     const found = await signIn(request, reply, agent, request.query.authRequest);
     if (!found) return reply;
     const { authRequest, session } = found;
+    // no key yet: register one first
+    if ((await activeCredentials(login.deps.db, authRequest.instanceId, session.userId)).length === 0)
+      return reply.redirect(stepUrl(SETUP_PAGE, authRequest.id), 302);
     const rp = await loginRelyingParty(login, request);
     const made = await checkSession(
       eventStore,
