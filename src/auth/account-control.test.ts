@@ -237,6 +237,30 @@ describe("no control over a more privileged account", () => {
       request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/recovery_codes` }),
       allowed: 200,
     },
+    // A passkey registration is an account's credential too: starting one, verifying and removing one.
+    {
+      name: "start a passkey registration",
+      on: "human",
+      request: (t) => ({ method: "POST", path: `${USERS}/${t.id}/passkeys`, json: {} }),
+      allowed: 201,
+    },
+    // Passes the rule and finds no such passkey: 404.
+    {
+      name: "verify a passkey",
+      on: "human",
+      request: (t) => ({
+        method: "POST",
+        path: `${USERS}/${t.id}/passkeys/${newId()}/_verify`,
+        json: { public_key_credential: { id: "x" }, name: "Key" },
+      }),
+      allowed: 404,
+    },
+    {
+      name: "remove a passkey",
+      on: "human",
+      request: (t) => ({ method: "DELETE", path: `${USERS}/${t.id}/passkeys/${newId()}` }),
+      allowed: 404,
+    },
     {
       name: "generate a client secret",
       on: "machine",

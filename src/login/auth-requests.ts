@@ -70,6 +70,8 @@ export interface UiState {
   values?: Record<string, string>;
   /** Per-field error message keys. */
   fieldErrors?: Record<string, string>;
+  /** The open passkey sign-in challenge of this request (steps/passkey.ts), whatever the page. */
+  passkey?: { challenge: string; rpId: string; origins: string[]; createdAt: string };
 }
 
 export interface AuthRequest extends Required<Pick<AuthRequestInput, "prompt" | "uiLocales">> {

@@ -7,7 +7,8 @@
  * Page CSP: `default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self' <client>;
  * frame-ancestors 'none'; base-uri 'none'`. `form-action` also names the origin of the auth request's
  * redirect URI because browsers apply it to the redirects that follow a form post (password → 303 →
- * client). The form_post page adds `script-src 'sha256-…'` for exactly its one inline script.
+ * client). The form_post page adds `script-src 'sha256-…'` for exactly its one inline script; the WebAuthn
+ * pages `script-src 'self'` for the served ./assets/webauthn.js (no inline script).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -34,6 +35,13 @@ export const STYLESHEET = (() => {
   return { body, hash, url: `/ui/assets/login.${hash}.css` };
 })();
 
+/** The WebAuthn forms' script (./assets/webauthn.js), served at `WEBAUTHN_SCRIPT.url` like the stylesheet. */
+export const WEBAUTHN_SCRIPT = (() => {
+  const body = readFileSync(path.join(here, "assets", "webauthn.js"));
+  const hash = createHash("sha256").update(body).digest("hex").slice(0, 16);
+  return { body, hash, url: `/ui/assets/webauthn.${hash}.js` };
+})();
+
 /** The form_post page's only script: submits the form at once (the button serves browsers without JS). */
 const FORM_POST_SCRIPT = 'document.getElementById("form-post").submit();';
 const FORM_POST_SCRIPT_HASH = `'sha256-${createHash("sha256").update(FORM_POST_SCRIPT).digest("base64")}'`;
@@ -52,7 +60,9 @@ export function cspSourceOf(uri: string): string | undefined {
   return /^[a-z][a-z0-9+.-]*:$/.test(url.protocol) ? url.protocol : undefined;
 }
 
-export function contentSecurityPolicy(options: { formTargets?: string[]; scriptHashes?: string[] } = {}) {
+export function contentSecurityPolicy(
+  options: { formTargets?: string[]; scriptHashes?: string[]; scripts?: boolean } = {},
+) {
   const targets = (options.formTargets ?? []).map(cspSourceOf).filter((s): s is string => s !== undefined);
   const directives = [
     "default-src 'none'",
@@ -63,6 +73,8 @@ export function contentSecurityPolicy(options: { formTargets?: string[]; scriptH
     "base-uri 'none'",
   ];
   if (options.scriptHashes?.length) directives.push(`script-src ${options.scriptHashes.join(" ")}`);
+  // the served scripts only (./assets/webauthn.js), never inline ones
+  else if (options.scripts) directives.push("script-src 'self'");
   return directives.join("; ");
 }
 
@@ -115,14 +127,21 @@ export function sendPage(
   context: PageContext,
   template: string,
   data: { title: string } & Record<string, unknown>,
-  options: { status?: number; scriptHashes?: string[] } = {},
+  options: { status?: number; scriptHashes?: string[]; scripts?: boolean } = {},
 ): FastifyReply {
-  const html = renderHtml(template, context, data);
+  const html = renderHtml(template, context, {
+    ...data,
+    webauthnScriptUrl: options.scripts ? WEBAUTHN_SCRIPT.url : undefined,
+  });
   return reply
     .code(options.status ?? 200)
     .header(
       "content-security-policy",
-      contentSecurityPolicy({ formTargets: context.formTargets, scriptHashes: options.scriptHashes }),
+      contentSecurityPolicy({
+        formTargets: context.formTargets,
+        scriptHashes: options.scriptHashes,
+        scripts: options.scripts,
+      }),
     )
     .type("text/html; charset=utf-8")
     .send(html);

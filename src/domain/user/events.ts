@@ -299,6 +299,8 @@ export interface PasskeyAddedPayload {
   challenge: string;
   /** The relying-party ID the options named. */
   rp_id: string;
+  /** The origins the answer may come from (those the login serves under `rp_id`). */
+  origins: string[];
   /** required | preferred | discouraged */
   user_verification: string;
   /** platform | cross-platform | unspecified */

@@ -12,6 +12,10 @@
  *   POST /ui/login/loginname
  *   GET  /ui/login/password           password of the login name or of the chosen session
  *   POST /ui/login/password           rate-limited per IP and per login name
+ *   GET  /ui/login/passkey            "Sign in with a passkey" (passwordless; passkey)
+ *   POST /ui/login/passkey            rate-limited per IP
+ *   GET  /ui/login/mfa/webauthn       a security key as second factor; /mfa/setup/u2f registers one
+ *   POST /ui/login/mfa/webauthn       (mfa-webauthn)
  *   GET  /ui/login/select             account picker (the browser's sessions)
  *   POST /ui/login/select
  *   GET  /ui/login/register           registration (prompt=create, "Create an account")
@@ -42,6 +46,7 @@
  *   POST /ui/login/account/password   each rate-limited per IP (the password also per login name), each
  *   POST /ui/login/account/links/remove  answering 303 to the account page
  *   POST /ui/login/account/signout
+ *   GET  /ui/login/account/passkeys/new  registering a passkey or security key; /verify, /remove (account/passkeys)
  *   GET  /ui/login/language           the language picker's links: keeps the choice in a cookie (language)
  *
  * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
@@ -53,11 +58,12 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { LoginIdps } from "../idp/login-idps.ts";
 import type { Login } from "../login.ts";
 import { sharedRateLimitStore } from "../rate-limits.ts";
-import { STYLESHEET } from "../render.ts";
+import { STYLESHEET, WEBAUTHN_SCRIPT } from "../render.ts";
 import {
   accountContactStep,
   accountDataStep,
   accountLinksStep,
+  accountPasskeysStep,
   accountPasswordStep,
   accountProfileStep,
   accountSecurityOtpStep,
@@ -75,6 +81,8 @@ import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
 import { languageStep } from "./language.ts";
 import { loginNameStep } from "./loginname.ts";
 import { OTP_STEPS } from "./mfa/otp-steps.ts";
+import { mfaWebAuthnStep } from "./mfa-webauthn.ts";
+import { passkeyStep } from "./passkey.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
 import { passwordResetStep } from "./password-reset.ts";
@@ -91,6 +99,8 @@ const STEPS: readonly Step[] = [
   entryStep,
   loginNameStep,
   passwordStep,
+  passkeyStep,
+  mfaWebAuthnStep,
   selectStep,
   registerStep,
   idpStartStep,
@@ -110,6 +120,7 @@ const STEPS: readonly Step[] = [
   accountPasswordStep,
   accountSecurityOtpStep,
   accountLinksStep,
+  accountPasskeysStep,
   accountSessionsStep,
   languageStep,
 ];
@@ -182,6 +193,13 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
           .header("cache-control", "public, max-age=31536000, immutable")
           .type("text/css; charset=utf-8")
           .send(STYLESHEET.body),
+      );
+
+      ui.get(`/assets/webauthn.${WEBAUTHN_SCRIPT.hash}.js`, async (_request, reply) =>
+        reply
+          .header("cache-control", "public, max-age=31536000, immutable")
+          .type("text/javascript; charset=utf-8")
+          .send(WEBAUTHN_SCRIPT.body),
       );
 
       // the providers' kept-alive connections close with the server

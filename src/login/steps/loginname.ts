@@ -11,6 +11,7 @@ import { NotFoundError } from "../../errors.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
+import { passkeySignInOptions } from "./passkey.ts";
 
 /** Its template, ../templates/loginname.eta, and the `ui_state.page` of its errors. */
 const PAGE = "loginname";
@@ -31,13 +32,27 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
     const state = errorOn(authRequest, PAGE);
     const allowRegister = await login.allowRegister(login.instanceId(request), authRequest?.orgId);
     const idpButtons = await kit.idps.buttons(request, authRequest);
-    return sendPage(reply, context, TEMPLATE, {
-      title: t("loginname.title"),
-      error: state.error,
-      loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",
-      registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
-      idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
-    });
+    // The login policy's passwordless_allowed decides this (set by the login policy; shown until then).
+    const passwordlessAllowed = true;
+    return sendPage(
+      reply,
+      context,
+      TEMPLATE,
+      {
+        title: t("loginname.title"),
+        error: state.error,
+        loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",
+        registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
+        idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
+        passkeyUrl: passwordlessAllowed ? stepUrl("passkey", authRequest?.id) : undefined,
+        // the browser offers the passkeys in the login name's autofill (conditional mediation)
+        passkeyOptions:
+          passwordlessAllowed && authRequest
+            ? await passkeySignInOptions(kit, request, authRequest)
+            : undefined,
+      },
+      { scripts: passwordlessAllowed && authRequest !== undefined },
+    );
   });
 
   /**

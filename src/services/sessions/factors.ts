@@ -1,7 +1,8 @@
 /**
  * The second factors of the sessions API's requests: the request's checks as the session commands'
- * `FactorCheck`s, its challenges as `ChallengeMaker`s (src/domain/session/factors.ts), and the answers of
- * the challenges made for the response. One entry per factor; a new factor adds its own lines here.
+ * `FactorCheck`s, its challenges as `ChallengeMaker`s (src/domain/session/factors.ts; the WebAuthn
+ * challenge, which needs the request's relying party, in ./webauthn.ts), and the answers of the challenges
+ * made for the response. One entry per factor; a new factor adds its own lines here.
  */
 import { create } from "@bufbuild/protobuf";
 import type { ChallengeMaker, FactorCheck } from "../../domain/session/commands.ts";
@@ -17,6 +18,7 @@ import {
   type SessionChecks,
 } from "../../gen/platform/resources/session/v3alpha/session_pb.ts";
 import type { ServiceDeps } from "../deps.ts";
+import { webAuthnAnswer, webAuthnCheckOf } from "./webauthn.ts";
 
 type FactorDeps = Pick<ServiceDeps, "masterKey" | "messages">;
 
@@ -31,6 +33,7 @@ export function factorChecksOf(
   if ("otpEmail" in checks && checks.otpEmail)
     out.push(otpCheck(deps.masterKey, "otp_email", checks.otpEmail.code));
   if ("otpSms" in checks && checks.otpSms) out.push(otpCheck(deps.masterKey, "otp_sms", checks.otpSms.code));
+  if ("webauthn" in checks && checks.webauthn) out.push(...webAuthnCheckOf(checks.webauthn));
   if (checks.recoveryCode) out.push(recoveryCodeCheck(deps.masterKey, checks.recoveryCode.code));
   return out;
 }
@@ -50,5 +53,6 @@ export function challengesAnswer(answers: Partial<Record<ChallengeType, unknown>
   return create(ChallengesSchema, {
     otpEmail: typeof answers.otp_email === "string" ? answers.otp_email : "",
     otpSms: typeof answers.otp_sms === "string" ? answers.otp_sms : "",
+    webauthn: webAuthnAnswer(answers.webauthn),
   });
 }

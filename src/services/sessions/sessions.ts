@@ -27,6 +27,7 @@ import {
   SessionSchema,
   SessionUserSchema,
   UserFactorSchema,
+  WebAuthnFactorSchema,
 } from "../../gen/platform/resources/session/v3alpha/session_pb.ts";
 import {
   CreateSessionResponseSchema,
@@ -41,6 +42,7 @@ import { type AuthorizedCall, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
 import { challengesAnswer, challengesOf, factorChecksOf } from "./factors.ts";
+import { webAuthnChallengeOf } from "./webauthn.ts";
 
 interface SessionRow {
   id: string;
@@ -55,6 +57,8 @@ interface SessionRow {
   otp_email_checked_at: Date | null;
   otp_sms_checked_at: Date | null;
   recovery_code_checked_at: Date | null;
+  webauthn_checked_at: Date | null;
+  webauthn_user_verified: boolean | null;
   created_at: Date;
   changed_at: Date;
   sequence: number;
@@ -70,7 +74,7 @@ interface SessionRow {
 
 const SELECT = `s.id, s.user_id, s.org_id, s.creator, s.user_checked_at, s.password_checked_at, s.idp_checked_at,
   s.idp_id, s.totp_checked_at, s.otp_email_checked_at, s.otp_sms_checked_at, s.recovery_code_checked_at,
-  s.created_at,
+  s.webauthn_checked_at, s.webauthn_user_verified, s.created_at,
   s.changed_at, s.sequence, u.username, u.display_name, u.given_name, u.family_name, u.machine_name,
   u.password_change_required, o.primary_domain`;
 const FROM = `sessions s
@@ -138,6 +142,12 @@ function toGetSession(row: SessionRow): GetSession {
         otpEmail: otpFactor(row.otp_email_checked_at),
         otpSms: otpFactor(row.otp_sms_checked_at),
         recoveryCode: otpFactor(row.recovery_code_checked_at),
+        webauthn: row.webauthn_checked_at
+          ? create(WebAuthnFactorSchema, {
+              verifiedAt: ts(row.webauthn_checked_at),
+              userVerified: row.webauthn_user_verified === true,
+            })
+          : undefined,
       }),
     }),
   });
@@ -219,7 +229,16 @@ export function sessionsService(deps: ServiceDeps) {
           user,
           password: checks?.password?.password,
           factors: factorChecksOf(deps, checks),
-          challenges: challengesOf(deps, req.session?.challenges),
+          challenges: [
+            ...challengesOf(deps, req.session?.challenges),
+            ...(await webAuthnChallengeOf(
+              deps,
+              call,
+              instanceId,
+              req.session?.challenges?.webauthn,
+              "session.challenges.webauthn",
+            )),
+          ],
         },
         policy(),
       );
@@ -253,7 +272,16 @@ export function sessionsService(deps: ServiceDeps) {
           user,
           password: checks?.password?.password,
           factors: factorChecksOf(deps, checks),
-          challenges: challengesOf(deps, req.session?.challenges),
+          challenges: [
+            ...challengesOf(deps, req.session?.challenges),
+            ...(await webAuthnChallengeOf(
+              deps,
+              call,
+              instanceId,
+              req.session?.challenges?.webauthn,
+              "session.challenges.webauthn",
+            )),
+          ],
         },
         policy(),
       );

@@ -58,6 +58,7 @@ import { expiration, listDetails, resourceDetails } from "../mapping.ts";
 import { codeRpcs } from "./codes.ts";
 import { dataChange, onlyData, roleOn, visibleData } from "./custom-data.ts";
 import { factorRpcs } from "./factors.ts";
+import { passkeyRpcs } from "./passkeys.ts";
 import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
 
 const orgContext = (orgId: string) =>
@@ -258,6 +259,7 @@ export function usersService(deps: ServiceDeps) {
   return apiService(PlatformUsers, {
     ...codes.rpcs,
     ...factorRpcs(deps, userCall, onUser),
+    ...passkeyRpcs(deps, userCall, onUser),
     async createUser(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
       if (call.context.type === "system")

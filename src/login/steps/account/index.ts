@@ -19,6 +19,7 @@ import { accountView, type Query, stepUrl } from "../kit.ts";
 import { contactFields } from "./contact.ts";
 import { dataFields, hasWritable, readAccountData } from "./data.ts";
 import { type AccountOutcome, accountUrl, takeOutcome } from "./kit.ts";
+import { accountPasskeys } from "./passkeys.ts";
 import { passwordFields } from "./password.ts";
 import { PROFILE_LIMITS, profileFields } from "./profile.ts";
 import { securityOtpView } from "./security-otp.ts";
@@ -26,6 +27,7 @@ import { securityOtpView } from "./security-otp.ts";
 export { accountContactStep } from "./contact.ts";
 export { accountDataStep } from "./data.ts";
 export { accountLinksStep } from "./links.ts";
+export { accountPasskeysStep } from "./passkeys.ts";
 export { accountPasswordStep } from "./password.ts";
 export { accountProfileStep } from "./profile.ts";
 export { accountSecurityOtpStep } from "./security-otp.ts";
@@ -165,6 +167,9 @@ async function sendAccountPage(
   const linkState = formState("links");
   const sessionState = formState("sessions");
   const otp = await securityOtpView(login, instanceId, current, formState("otp"), t);
+  const passkeys = await accountPasskeys(login, instanceId, current.userId, context.translator);
+  const addPasskeyUrl = (type: string) =>
+    `/ui/login/account/passkeys/new?session=${encodeURIComponent(current.id)}&type=${type}`;
   return sendPage(reply, context, TEMPLATE, {
     title: t("account.title"),
     session: current.id,
@@ -196,6 +201,12 @@ async function sendAccountPage(
         name: link.idp_name ?? link.idp_id,
         externalUsername: link.external_username,
       })),
+    },
+    passkeys: {
+      ...formState("passkeys"),
+      items: passkeys,
+      addPasskeyUrl: addPasskeyUrl("passkey"),
+      addSecurityKeyUrl: addPasskeyUrl("u2f"),
     },
     sessions: {
       ...sessionState,

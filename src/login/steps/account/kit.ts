@@ -16,7 +16,16 @@ import { readUserAgent, type UserAgent } from "../../user-agent.ts";
 import { type Body, field, type StepKit } from "../kit.ts";
 
 /** The forms of the account page. */
-export type AccountForm = "profile" | "data" | "email" | "phone" | "password" | "links" | "sessions" | "otp";
+export type AccountForm =
+  | "profile"
+  | "data"
+  | "email"
+  | "phone"
+  | "password"
+  | "links"
+  | "passkeys"
+  | "sessions"
+  | "otp";
 
 /** What a post leaves for the page after its redirect. */
 export interface AccountOutcome {

@@ -1,0 +1,145 @@
+/**
+ * GET, POST /ui/login/passkey: "Sign in with a passkey" (passwordless). The page asks the browser for a
+ * discoverable credential (no login name: empty allowCredentials, user verification required); the user is
+ * the credential's. A passed assertion checks the browser's session of that user, or creates one, with the
+ * `webauthn` factor, then completes. The challenge is kept on the auth request (`ui_state.passkey`), also
+ * for the login-name page's conditional mediation (the browser offers the passkeys in the name's autofill),
+ * and is used up by a sign-in. Rate-limited per IP; one answer for every failure.
+ */
+import { generateAuthenticationOptions } from "@simplewebauthn/server";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { checkSession, createSession } from "../../domain/session/commands.ts";
+import { credentialIdOf, WEBAUTHN_TIMEOUT_MS, webAuthnCheck } from "../../domain/user/factors/webauthn.ts";
+import { PlatformError } from "../../errors.ts";
+import { factorByCredentialId } from "../../query/user-factors.ts";
+import type { AuthRequest } from "../auth-requests.ts";
+import { sendPage } from "../render.ts";
+import { loginRelyingParty, postedCredential } from "../webauthn.ts";
+import { type Body, errorOn, type Query, type StepKit, stepUrl } from "./kit.ts";
+
+const PAGE = "passkey";
+const TEMPLATE = "steps/passkey";
+
+/**
+ * The request options of a passkey sign-in for `authRequest`, its challenge kept on the request (the
+ * page's error stays): JSON for the page's form.
+ */
+export async function passkeySignInOptions(
+  kit: StepKit,
+  request: FastifyRequest,
+  authRequest: AuthRequest,
+): Promise<string> {
+  const rp = await loginRelyingParty(kit.login, request);
+  const options = await generateAuthenticationOptions({
+    rpID: rp.id,
+    allowCredentials: [],
+    userVerification: "required",
+    timeout: WEBAUTHN_TIMEOUT_MS,
+  });
+  await kit.login.authRequests.setUiState(authRequest, {
+    ...authRequest.uiState,
+    passkey: {
+      challenge: options.challenge,
+      rpId: rp.id,
+      origins: rp.origins,
+      createdAt: new Date().toISOString(),
+    },
+  });
+  return JSON.stringify(options);
+}
+
+export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
+  const { login } = kit;
+  const { db, eventStore } = login.deps;
+
+  ui.get<{ Querystring: Query }>("/login/passkey", async (request, reply) => {
+    const agent = login.userAgent(request, reply);
+    if (!request.query.authRequest) {
+      // the UI's own sign-in (to the account page): a request of its own first
+      const own = await login.authRequests.create({
+        instanceId: login.instanceId(request),
+        clientId: "",
+        redirectUri: "/",
+        responseType: "code",
+        scope: [],
+        userAgentHash: agent.hash,
+      });
+      return reply.redirect(stepUrl(PAGE, own.id), 302);
+    }
+    const authRequest = await kit.loadRequest(request, reply, agent, request.query.authRequest);
+    if (!authRequest) return reply;
+    const context = await kit.pageFor(request, agent, authRequest);
+    const { t } = context.translator;
+    const error = errorOn(authRequest, PAGE).error;
+    return sendPage(
+      reply,
+      context,
+      TEMPLATE,
+      {
+        title: t("passkey.title"),
+        error,
+        options: await passkeySignInOptions(kit, request, authRequest),
+        otherWayUrl: stepUrl("loginname", authRequest.id),
+      },
+      { scripts: true },
+    );
+  });
+
+  ui.post("/login/passkey", async (request, reply) => {
+    const agent = await kit.checkForm(request, reply);
+    if (!agent) return reply;
+    const authRequest = await kit.requestOfForm(request, reply, agent);
+    if (!authRequest) return reply;
+    const tooMany = await kit.limitPerIp(request, reply, authRequest);
+    if (tooMany) return tooMany;
+    const instanceId = login.instanceId(request);
+    const fail = async () => {
+      await login.authRequests.setUiState(authRequest, { page: PAGE, error: "error.passkeyFailed" });
+      return reply.redirect(stepUrl(PAGE, authRequest.id), 303);
+    };
+    const challenge = authRequest.uiState.passkey;
+    const response = postedCredential(request.body as Body);
+    if (!challenge || !response) return fail();
+    if (Date.now() - Date.parse(challenge.createdAt) > WEBAUTHN_TIMEOUT_MS) return fail();
+    const id = credentialIdOf(response);
+    const credential = id ? await factorByCredentialId(db, instanceId, id) : undefined;
+    // only users of the requested organization can sign in to it
+    if (!credential || (authRequest.orgId !== undefined && credential.orgId !== authRequest.orgId))
+      return fail();
+    const check = webAuthnCheck(response, {
+      challenge: challenge.challenge,
+      rpId: challenge.rpId,
+      origins: challenge.origins,
+      userVerification: "required",
+    });
+    const actor = { instanceId, creator: credential.userId };
+    const existing = (await kit.sessionsFor(request, authRequest)).find(
+      (s) => s.userId === credential.userId,
+    );
+    let sessionId: string;
+    try {
+      sessionId = existing
+        ? (await checkSession(eventStore, actor, { sessionId: existing.id, factors: [check] }, login.policy))
+            .sessionId
+        : (
+            await createSession(
+              eventStore,
+              actor,
+              {
+                user: { id: credential.userId, orgId: credential.orgId },
+                userAgentHash: agent.hash,
+                factors: [check],
+              },
+              login.policy,
+            )
+          ).sessionId;
+    } catch (error) {
+      // a wrong assertion (counted), a locked or deactivated user, a lockout: one answer
+      if (error instanceof PlatformError && error.httpStatus < 500) return fail();
+      throw error;
+    }
+    await login.authRequests.attachSession(authRequest, sessionId);
+    await login.authRequests.setUiState(authRequest, {});
+    return reply.redirect(stepUrl("complete", authRequest.id), 303);
+  });
+}
