@@ -7,8 +7,10 @@
  * model: a session ended through the API, or whose user was removed, is gone here too. Only sessions of
  * active human users count.
  */
-import { amrOf, type SessionChecks } from "../domain/session/amr.ts";
+import { ACR_MFA, amrOf, type SessionChecks } from "../domain/session/amr.ts";
+import type { LoginSettings, SecondFactorType } from "../domain/settings/login.ts";
 import { usernameKey } from "../domain/user/username.ts";
+import type { FactorType } from "../query/user-factors.ts";
 import type { Queryable } from "../storage/database.ts";
 import type { AuthRequest } from "./auth-requests.ts";
 
@@ -33,6 +35,10 @@ export interface LoginSession {
   amr: string[];
   /** When each check of the session last passed (second factors included). */
   checks: SessionChecks;
+  /** The kinds of the user's active second factors and passkeys (undefined: none). */
+  factors?: FactorType[];
+  /** When the user last chose "Skip" on the prompt to register a second factor. */
+  mfaInitSkippedAt?: Date;
   /** The last password check; undefined when the password was never checked in this session. */
   passwordCheckedAt?: Date;
   /**
@@ -73,6 +79,8 @@ interface SessionRow {
   email: string | null;
   password_change_required: boolean;
   primary_domain: string | null;
+  mfa_init_skipped_at: Date | string | null;
+  factor_types: string[] | null;
   [key: string]: unknown;
 }
 
@@ -125,6 +133,8 @@ function toLoginSession(row: SessionRow): LoginSession {
     ),
     amr: amrOf(checks),
     checks,
+    factors: (row.factor_types ?? []) as FactorType[],
+    mfaInitSkippedAt: optionalDate(row.mfa_init_skipped_at),
     passwordCheckedAt: row.password_checked_at ? date(row.password_checked_at) : undefined,
     passwordChangeRequired: row.password_change_required === true,
     createdAt: date(row.created_at),
@@ -137,6 +147,9 @@ const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_c
     s.totp_checked_at, s.otp_email_checked_at, s.otp_sms_checked_at, s.recovery_code_checked_at,
     s.webauthn_checked_at, s.webauthn_user_verified, s.webauthn_amr,
     u.username, u.display_name, u.given_name, u.family_name, u.email, u.password_change_required, o.primary_domain,
+    u.mfa_init_skipped_at,
+    ARRAY(SELECT DISTINCT f.type FROM user_factors f
+      WHERE f.instance_id = s.instance_id AND f.user_id = s.user_id AND f.state = 2) AS factor_types,
     now() AS read_at
   FROM sessions s
   JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1
@@ -193,6 +206,10 @@ export type LoginStep =
   | { step: "password"; session: LoginSession }
   /** This session's user checked the password during this request and must now choose a new one. */
   | { step: "password-change"; session: LoginSession }
+  /** This session's user must pass a second factor (the choice page). */
+  | { step: "mfa"; session: LoginSession }
+  /** This session's user should register a second factor (forced: must). */
+  | { step: "mfa-setup"; session: LoginSession }
   /** Ask for a login name (prefilled with `loginName`). */
   | { step: "loginname"; loginName?: string }
   /** Let the person pick one of `sessions` or use another account. */
@@ -200,51 +217,181 @@ export type LoginStep =
   /** `prompt=create`: the registration form. */
   | { step: "register" };
 
+/** What one chosen session may still need (`pendingStep`). */
+export type PendingStep = "password" | "password-change" | "mfa" | "mfa-setup";
+
+/** The part of the login policy (src/domain/settings/login.ts) the sign-in decisions read. */
+export type SignInPolicy = Pick<
+  LoginSettings,
+  | "force_mfa"
+  | "force_mfa_local_only"
+  | "second_factors"
+  | "multi_factors"
+  | "password_check_lifetime"
+  | "second_factor_check_lifetime"
+  | "multi_factor_check_lifetime"
+  | "mfa_init_skip_lifetime"
+>;
+
 /** Whether `session` is signed in as `loginName` (username or login name, compared as usernames are). */
 export function matchesLoginName(session: LoginSession, loginName: string): boolean {
   const name = usernameKey(loginName.trim());
   return usernameKey(session.username) === name || usernameKey(session.loginName) === name;
 }
 
+/** The last first factor of a session: the password, an identity provider, or a passkey. */
+function firstFactorTime(session: LoginSession): Date | undefined {
+  const { checks } = session;
+  return latest(checks.password, checks.idp, checks.webauthn);
+}
+
 /**
- * Whether the session's password check is recent enough for the request: checked at all, after the
- * request started when it says `prompt=login`, and within `max_age` seconds — or during this request
- * (else `max_age=0` could never be met: the hand-off comes a few milliseconds after the check).
+ * Whether a check at `at` is recent enough for the request: after the request started when it says
+ * `prompt=login`, within `max_age` seconds and within `lifetime` seconds (the policy's) — or during this
+ * request (else `max_age=0` could never be met: the hand-off comes a few milliseconds after the check).
  */
-export function needsPassword(request: AuthRequest, session: LoginSession, now: Date): boolean {
-  const authTime = session.authTime?.getTime();
-  if (authTime === undefined) return true;
-  const checkedDuringRequest = authTime >= request.createdAt.getTime();
-  if (request.prompt.includes("login") && !checkedDuringRequest) return true;
-  if (
-    request.maxAge !== undefined &&
-    now.getTime() - authTime > request.maxAge * 1000 &&
-    !checkedDuringRequest
-  )
-    return true;
+function freshEnough(request: AuthRequest, at: Date, now: Date, lifetime?: number): boolean {
+  const checkedDuringRequest = at.getTime() >= request.createdAt.getTime();
+  if (checkedDuringRequest) return true;
+  if (request.prompt.includes("login")) return false;
+  const age = now.getTime() - at.getTime();
+  if (request.maxAge !== undefined && age > request.maxAge * 1000) return false;
+  if (lifetime !== undefined && age > lifetime * 1000) return false;
+  return true;
+}
+
+/**
+ * Whether the session's first factor (password, identity provider or passkey) is recent enough for the
+ * request: checked at all, after the request started when it says `prompt=login`, within `max_age`
+ * seconds, and a password within the policy's `password_check_lifetime` — or during this request.
+ */
+export function needsPassword(
+  request: AuthRequest,
+  session: LoginSession,
+  now: Date,
+  policy?: SignInPolicy,
+): boolean {
+  const first = firstFactorTime(session);
+  if (first === undefined) return true;
+  if (!freshEnough(request, first, now)) return true;
+  // the policy's lifetime applies to a sign-in that used the password
+  const password = session.checks.password;
+  if (policy && password && password.getTime() === first.getTime())
+    return !freshEnough(request, password, now, policy.password_check_lifetime);
   return false;
+}
+
+/** The policy's second factor of each kind of user factor (passkeys count as security keys). */
+const POLICY_TYPE: Partial<Record<FactorType, SecondFactorType>> = {
+  totp: "SECOND_FACTOR_TYPE_TOTP",
+  otp_email: "SECOND_FACTOR_TYPE_OTP_EMAIL",
+  otp_sms: "SECOND_FACTOR_TYPE_OTP_SMS",
+  u2f: "SECOND_FACTOR_TYPE_U2F",
+  passkey: "SECOND_FACTOR_TYPE_U2F",
+};
+
+/**
+ * The user's factors the policy lets them pass as a second factor, in the order the choice page lists
+ * them. Recovery codes are not among them: they stand in for a lost factor, they never make the step
+ * appear on their own.
+ */
+export function allowedSecondFactors(session: LoginSession, policy: SignInPolicy): FactorType[] {
+  const owned = new Set(session.factors ?? []);
+  const allowed = (type: FactorType) => {
+    const policyType = POLICY_TYPE[type];
+    if (!policyType) return false;
+    if (policy.second_factors.includes(policyType)) return true;
+    // a passkey verifying the user is a multi-factor of its own
+    return type === "passkey" && policy.multi_factors.includes("MULTI_FACTOR_TYPE_U2F_WITH_VERIFICATION");
+  };
+  return (["totp", "u2f", "passkey", "otp_email", "otp_sms"] as const).filter(
+    (t) => owned.has(t) && allowed(t),
+  );
+}
+
+/**
+ * Whether the session passed a second factor recently enough: a code (TOTP, e-mail, SMS, recovery)
+ * within `second_factor_check_lifetime`, a WebAuthn assertion within it too, or within
+ * `multi_factor_check_lifetime` when it verified the user (a passkey is then two factors) — each also
+ * meeting `prompt=login` and `max_age` as the password does.
+ */
+export function secondFactorPassed(
+  request: AuthRequest,
+  session: LoginSession,
+  now: Date,
+  policy: SignInPolicy,
+): boolean {
+  const { checks } = session;
+  const codes = [checks.totp, checks.otpEmail, checks.otpSms, checks.recoveryCode];
+  if (codes.some((at) => at && freshEnough(request, at, now, policy.second_factor_check_lifetime)))
+    return true;
+  const webauthn = checks.webauthn;
+  if (!webauthn) return false;
+  if (checks.webauthnUserVerified && freshEnough(request, webauthn, now, policy.multi_factor_check_lifetime))
+    return true;
+  // a security key after the password (or a provider): the second of two factors
+  const other = latest(checks.password, checks.idp);
+  return other !== undefined && freshEnough(request, webauthn, now, policy.second_factor_check_lifetime);
+}
+
+/**
+ * The second-factor step a session needs, if any (docs/factors.md, "Sign-in flow"):
+ *
+ * - a sign-in through an identity provider needs none when the policy says `force_mfa_local_only`
+ *   (unless the request asks for `acr_values=urn:platform:acr:mfa`);
+ * - passed recently enough (`secondFactorPassed`): none;
+ * - the user has a factor the policy allows: `mfa` (the choice page);
+ * - else forced (`force_mfa`, or `acr_values=urn:platform:acr:mfa`): `mfa-setup`, without "Skip";
+ * - else `mfa-setup` with "Skip" when the policy has an `mfa_init_skip_lifetime` and the user did not skip
+ *   within it; none otherwise.
+ */
+export function secondFactorStep(
+  request: AuthRequest,
+  session: LoginSession,
+  now: Date,
+  policy: SignInPolicy,
+): "mfa" | "mfa-setup" | undefined {
+  const acrMfa = request.acrValues.includes(ACR_MFA);
+  const { checks } = session;
+  const throughProvider = checks.idp !== undefined && checks.password === undefined;
+  if (throughProvider && policy.force_mfa_local_only && !acrMfa) return undefined;
+  if (secondFactorPassed(request, session, now, policy)) return undefined;
+  if (allowedSecondFactors(session, policy).length > 0) return "mfa";
+  if (policy.force_mfa || acrMfa) return "mfa-setup";
+  if (policy.second_factors.length === 0) return undefined;
+  const skipLifetime = policy.mfa_init_skip_lifetime;
+  if (skipLifetime <= 0) return undefined;
+  const skipped = session.mfaInitSkippedAt;
+  return skipped && now.getTime() - skipped.getTime() <= skipLifetime * 1000 ? undefined : "mfa-setup";
+}
+
+/** Whether the second-factor registration is a must for this request (no "Skip"). */
+export function mfaSetupForced(request: AuthRequest, policy: Pick<SignInPolicy, "force_mfa">): boolean {
+  return policy.force_mfa || request.acrValues.includes(ACR_MFA);
 }
 
 /**
  * What one chosen session still needs before the request completes with it: the password (too old for
- * `prompt=login` / `max_age`, or a password change is required and the password was not checked during
- * this request), a new password (`change_required`, right after the check), or nothing. A required change
- * applies to sessions that signed in with the password; one signed in only through an identity provider
- * never used it.
+ * `prompt=login` / `max_age` / the policy's lifetime, or a password change is required and the password
+ * was not checked during this request), a new password (`change_required`, right after the check), a
+ * second factor or its registration (`secondFactorStep`, with the policy of the sign-in), or nothing. A
+ * required change applies to sessions that signed in with the password; one signed in only through an
+ * identity provider never used it.
  */
 export function pendingStep(
   request: AuthRequest,
   session: LoginSession,
   now: Date,
-): "password" | "password-change" | undefined {
-  if (needsPassword(request, session, now)) return "password";
+  policy?: SignInPolicy,
+): PendingStep | undefined {
+  if (needsPassword(request, session, now, policy)) return "password";
   if (session.passwordChangeRequired && session.passwordCheckedAt) {
     // the new password is chosen only by someone who just proved the current one
     return session.passwordCheckedAt.getTime() >= request.createdAt.getTime()
       ? "password-change"
       : "password";
   }
-  return undefined;
+  return policy ? secondFactorStep(request, session, now, policy) : undefined;
 }
 
 /**
@@ -255,15 +402,16 @@ export function pendingStep(
  * - `prompt=select_account` → the picker (the login-name page when no session qualifies);
  * - no session → the login-name page (prefilled with login_hint);
  * - several → the picker;
- * - one → complete, or the password first when `prompt=login` / `max_age` ask for a fresh check, or a
- *   new password when the user's password must be changed (`pendingStep`).
+ * - one → complete, or the password first when `prompt=login` / `max_age` / the policy ask for a fresh
+ *   check, a new password when the user's password must be changed, or the second factor or its
+ *   registration (`pendingStep`, with `policyOf` the login policy of the session's sign-in).
  *
  * `prompt=none` maps this onto errors (`selectionFor`).
  */
 export function nextStep(
   request: AuthRequest,
   sessions: readonly LoginSession[],
-  options: { allowRegister: boolean; now: Date },
+  options: { allowRegister: boolean; now: Date; policyOf?: (session: LoginSession) => SignInPolicy },
 ): LoginStep {
   if (request.prompt.includes("create") && options.allowRegister) return { step: "register" };
   let candidates = sessions.filter((s) => request.orgId === undefined || s.orgId === request.orgId);
@@ -282,7 +430,7 @@ export function nextStep(
   if (candidates.length === 0) return { step: "loginname", loginName: hint };
   if (candidates.length > 1) return { step: "select", sessions: candidates };
   const [session] = candidates;
-  const pending = pendingStep(request, session, options.now);
+  const pending = pendingStep(request, session, options.now, options.policyOf?.(session));
   return pending ? { step: pending, session } : { step: "complete", session };
 }
 
@@ -290,11 +438,14 @@ export function nextStep(
 export type SessionSelection =
   /** Usable without interaction. */
   | { result: "session"; session: LoginSession }
-  /** No usable session, or its password must be checked again: OAuth error `login_required`. */
+  /**
+   * No usable session, or its password or second factor must be checked again: OAuth error
+   * `login_required`.
+   */
   | { result: "login_required" }
   /**
-   * Several sessions to choose from, a registration or a password change: OAuth error
-   * `interaction_required`.
+   * Several sessions to choose from, a registration, a password change or the registration of a second
+   * factor: OAuth error `interaction_required`.
    */
   | { result: "interaction_required" };
 
@@ -303,10 +454,9 @@ export function selectionFor(step: LoginStep): SessionSelection {
     case "complete":
       return { result: "session", session: step.session };
     case "password":
+    case "mfa":
     case "loginname":
       return { result: "login_required" };
-    case "password-change":
-      return { result: "interaction_required" };
     default:
       return { result: "interaction_required" };
   }

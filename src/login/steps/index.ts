@@ -31,6 +31,9 @@
  *   POST /ui/login/verify-email       (verify-email; also /resend and /done)
  *   GET  /ui/login/invite             an invitation's link: the first password with the code, then signed
  *   POST /ui/login/invite             in (invite)
+ *   GET  /ui/login/mfa                the second factor: the user's allowed factors, each to its page (mfa/choose)
+ *   GET  /ui/login/mfa/setup          the prompt to register a second factor; "Skip" unless forced
+ *   POST /ui/login/mfa/setup/skip     (mfa/setup)
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
  *   POST /ui/login/signout            ends the browser's sessions (signout)
  *   GET  /ui/login/signedout          "You are signed out" (signout)
@@ -71,6 +74,8 @@ import { inviteStep } from "./invite.ts";
 import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
 import { languageStep } from "./language.ts";
 import { loginNameStep } from "./loginname.ts";
+import { mfaChooseStep } from "./mfa/choose.ts";
+import { mfaSetupStep } from "./mfa/setup.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
 import { passwordResetStep } from "./password-reset.ts";
@@ -97,6 +102,8 @@ const STEPS: readonly Step[] = [
   passwordResetStep,
   verifyEmailStep,
   inviteStep,
+  mfaChooseStep,
+  mfaSetupStep,
   completeStep,
   signOutStep,
   accountProfileStep,

@@ -39,6 +39,7 @@ import { search, toPage, Where } from "../../query/search.ts";
 import { type AuthorizedCall, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
+import { requireAllowedByLoginPolicy } from "./policy.ts";
 
 interface SessionRow {
   id: string;
@@ -197,6 +198,7 @@ export function sessionsService(deps: ServiceDeps) {
           throw new NotFoundError("user not found");
         throw new PermissionDeniedError("permission denied: session.write is required");
       }
+      await requireAllowedByLoginPolicy(deps.db, instanceId, user.orgId, req.session);
       const created = await createSession(
         deps.eventStore,
         actor(call, instanceId),
@@ -223,6 +225,7 @@ export function sessionsService(deps: ServiceDeps) {
       const userCheck = toUserCheck(checks?.user);
       let user: CheckedUser | undefined;
       if (userCheck) user = await findUser(deps.db, instanceId, userCheck);
+      await requireAllowedByLoginPolicy(deps.db, instanceId, user?.orgId ?? session.org_id, req.session);
       const version = await checkSession(
         deps.eventStore,
         actor(call, instanceId),
