@@ -120,6 +120,18 @@ describe("login policy in the login UI", () => {
     const completion = platform.completer.completionOf(request.id);
     assert.ok(completion);
     assert.deepEqual(completion.session.amr, ["pwd", "otp", "mfa"]);
+
+    // prompt=login asks for every factor again: the password, then the code
+    const again = await createAuthRequest(platform, { prompt: ["login"] });
+    const reauth = await browser.follow(`/ui/login?authRequest=${again.id}`);
+    assert.match(reauth.text, /action="\/ui\/login\/password"/);
+    const posted2 = await browser.post("/ui/login/password", {
+      ...formOf(reauth.text, "/ui/login/password"),
+      password: PASSWORD,
+    });
+    const walked = await walk(browser, posted2.location!);
+    assert.deepEqual(walked.paths, ["/ui/login/complete", "/ui/login/mfa", "/ui/login/mfa/otp-email"]);
+    assert.equal(platform.completer.completionOf(again.id), undefined);
   });
 
   it("a user with several factors chooses among the allowed ones; recovery codes are offered", async () => {
@@ -296,19 +308,5 @@ describe("login policy in the login UI", () => {
     } finally {
       await setPolicy(instance(), {}, ["allow_external_idp"]);
     }
-  });
-
-  it("passwordless_allowed reaches the login-name page's view", async () => {
-    const browser = new HttpBrowser(platform.url);
-    const request = await createAuthRequest(platform);
-    await browser.follow(`/ui/login?authRequest=${request.id}`);
-    // the view value is read by the passkey link's template; here: the policy it comes from
-    await setPolicy(instance(), { passwordless_allowed: false });
-    try {
-      assert.equal((await platform.login.loginPolicy(instanceId, undefined)).passwordless_allowed, false);
-    } finally {
-      await setPolicy(instance(), {}, ["passwordless_allowed"]);
-    }
-    assert.equal((await platform.login.loginPolicy(instanceId, undefined)).passwordless_allowed, true);
   });
 });
