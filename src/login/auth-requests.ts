@@ -48,6 +48,8 @@ export interface AuthRequestInput {
   maxAge?: number;
   /** `ui_locales`, in order of preference (e.g. ["de-CH", "de", "en"]). */
   uiLocales?: string[];
+  /** `acr_values` this server supports, in order (e.g. ["urn:platform:acr:mfa"]: a second factor is needed). */
+  acrValues?: string[];
   /** The requested organization (scope `urn:platform:iam:org:id:<id>`): only its users can sign in. */
   orgId?: string;
   /** From a verified id_token_hint: its `sid` (session ID) and `sub` (user ID). */
@@ -74,7 +76,7 @@ export interface UiState {
   passkey?: { challenge: string; rpId: string; origins: string[]; createdAt: string };
 }
 
-export interface AuthRequest extends Required<Pick<AuthRequestInput, "prompt" | "uiLocales">> {
+export interface AuthRequest extends Required<Pick<AuthRequestInput, "prompt" | "uiLocales" | "acrValues">> {
   id: string;
   instanceId: string;
   clientId: string;
@@ -118,6 +120,7 @@ interface AuthRequestRow {
   login_hint: string | null;
   max_age: number | null;
   ui_locales: string[];
+  acr_values?: string[] | null;
   org_id: string | null;
   hint_session_id: string | null;
   hint_user_id: string | null;
@@ -153,6 +156,7 @@ function toAuthRequest(row: AuthRequestRow): AuthRequest {
     loginHint: opt(row.login_hint),
     maxAge: opt(row.max_age) === undefined ? undefined : Number(row.max_age),
     uiLocales: row.ui_locales,
+    acrValues: row.acr_values ?? [],
     orgId: opt(row.org_id),
     hintSessionId: opt(row.hint_session_id),
     hintUserId: opt(row.hint_user_id),
@@ -193,8 +197,8 @@ export class AuthRequestStore {
     const rows = await this.db.query<AuthRequestRow>(
       `INSERT INTO auth_requests (instance_id, id, client_id, redirect_uri, response_type, response_mode, scope,
          state, nonce, code_challenge, code_challenge_method, prompt, login_hint, max_age, ui_locales, org_id,
-         hint_session_id, hint_user_id, user_agent_hash, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+         hint_session_id, hint_user_id, user_agent_hash, acr_values, created_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $21,
          now(), now() + $20::integer * interval '1 millisecond')
        RETURNING *`,
       [
@@ -219,6 +223,7 @@ export class AuthRequestStore {
         input.hintUserId ?? null,
         input.userAgentHash ?? null,
         this.lifetimeMs,
+        input.acrValues ?? [],
       ],
     );
     return toAuthRequest(rows[0]);

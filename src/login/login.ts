@@ -8,7 +8,13 @@ import type { Config } from "../config.ts";
 import { hashPassword, verifyPassword } from "../crypto/password.ts";
 import { randomToken } from "../crypto/tokens.ts";
 import { type PasswordPolicy, passwordPolicyOf, terminateSession } from "../domain/session/commands.ts";
-import { LOGIN, type LOGIN_FLAGS, loginDefaults } from "../domain/settings/login.ts";
+import {
+  LOGIN,
+  type LoginFlag,
+  type LoginSettings,
+  loginDefaults,
+  loginPolicyOf,
+} from "../domain/settings/login.ts";
 import { textsCategory } from "../domain/settings/texts.ts";
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
@@ -130,17 +136,39 @@ export class Login {
    * A boolean login setting in force for the organization of a sign-in (else the instance), inherited
    * system → instance → organization (src/domain/settings/login.ts).
    */
-  async loginFlag(
-    instanceId: string,
-    orgId: string | undefined,
-    name: (typeof LOGIN_FLAGS)[number],
-  ): Promise<boolean> {
+  async loginFlag(instanceId: string, orgId: string | undefined, name: LoginFlag): Promise<boolean> {
+    return (await this.loginPolicy(instanceId, orgId))[name] === true;
+  }
+
+  /**
+   * The login policy in force for the organization of a sign-in (else the instance), inherited system →
+   * instance → organization (src/domain/settings/login.ts); cached until the login settings change.
+   */
+  async loginPolicy(instanceId: string, orgId: string | undefined): Promise<LoginSettings> {
     const context = orgId
       ? { type: "org" as const, instanceId, orgId }
       : { type: "instance" as const, instanceId };
-    const layers = await this.settings.layers(LOGIN, context);
     const owner = orgId ? { type: 3 as const, id: orgId } : { type: 2 as const, id: instanceId };
-    return resolveSetting<boolean>(layers, name, owner, loginDefaults[name]).value === true;
+    return this.settings.derived(LOGIN, context, (layers) =>
+      loginPolicyOf((name) => resolveSetting(layers, name, owner, loginDefaults[name]).value),
+    );
+  }
+
+  /**
+   * The login policy of each session's sign-in, for `nextStep`: the auth request's organization's, else
+   * that of the session's user.
+   */
+  async policiesFor(
+    instanceId: string,
+    authRequest: AuthRequest,
+    sessions: readonly LoginSession[],
+  ): Promise<(session: LoginSession) => LoginSettings> {
+    const orgOf = (session: LoginSession) => authRequest.orgId ?? session.orgId;
+    const orgs = [...new Set(sessions.map(orgOf))];
+    const policies = new Map(
+      await Promise.all(orgs.map(async (org) => [org, await this.loginPolicy(instanceId, org)] as const)),
+    );
+    return (session) => policies.get(orgOf(session)) ?? loginDefaults;
   }
 
   /** The branding of the organization's pages (or the instance's), cached until the settings change. */
@@ -158,8 +186,9 @@ export class Login {
     // prompt=none never shows the registration form, whatever the settings
     const step = nextStep(authRequest, sessions, {
       allowRegister: false,
-      // the clock matters only for sessions' password check times (max_age)
+      // the clock matters only for sessions' check times (max_age, the policy's lifetimes)
       now: sessions.length ? await sessionsNow(this.deps.db, sessions) : new Date(),
+      policyOf: await this.policiesFor(this.instanceId(request), authRequest, sessions),
     });
     return selectionFor(step);
   }

@@ -16,6 +16,7 @@ function request(overrides: Partial<AuthRequest> = {}): AuthRequest {
     scope: ["openid"],
     prompt: [],
     uiLocales: [],
+    acrValues: [],
     uiState: {},
     createdAt: minutesAgo(1),
     expiresAt: minutesAgo(-9),
@@ -61,12 +62,13 @@ describe("nextStep", () => {
   it("prompt=login and max_age ask for the password again", () => {
     assert.deepEqual(step(request({ prompt: ["login"] }), [alice]), { step: "password", session: alice });
     // a password check after the request started satisfies prompt=login
-    const fresh = session("s1", "alice", { authTime: new Date(now.getTime() - 1000) });
+    const second = new Date(now.getTime() - 1000);
+    const fresh = session("s1", "alice", { authTime: second, checks: { password: second } });
     assert.deepEqual(step(request({ prompt: ["login"] }), [fresh]), { step: "complete", session: fresh });
     assert.deepEqual(step(request({ maxAge: 600 }), [alice]), { step: "password", session: alice });
     assert.deepEqual(step(request({ maxAge: 3600 }), [alice]), { step: "complete", session: alice });
     assert.deepEqual(step(request({ maxAge: 0 }), [alice]), { step: "password", session: alice });
-    const neverChecked = session("s3", "dave", { authTime: undefined, amr: [] });
+    const neverChecked = session("s3", "dave", { authTime: undefined, amr: [], checks: {} });
     assert.deepEqual(step(request(), [neverChecked]), { step: "password", session: neverChecked });
   });
 

@@ -9,8 +9,18 @@
  */
 import { amrOf, type SessionChecks } from "../domain/session/amr.ts";
 import { usernameKey } from "../domain/user/username.ts";
+import type { FactorType } from "../query/user-factors.ts";
 import type { Queryable } from "../storage/database.ts";
 import type { AuthRequest } from "./auth-requests.ts";
+import { freshEnough, latest, type SignInPolicy, secondFactorStep } from "./second-factor.ts";
+
+export {
+  allowedSecondFactors,
+  mfaSetupForced,
+  type SignInPolicy,
+  secondFactorPassed,
+  secondFactorStep,
+} from "./second-factor.ts";
 
 /** A signed-in session of a browser: what the login UI shows and what the protocol side needs. */
 export interface LoginSession {
@@ -33,6 +43,10 @@ export interface LoginSession {
   amr: string[];
   /** When each check of the session last passed (second factors included). */
   checks: SessionChecks;
+  /** The kinds of the user's active second factors and passkeys (undefined: none). */
+  factors?: FactorType[];
+  /** When the user last chose "Skip" on the prompt to register a second factor. */
+  mfaInitSkippedAt?: Date;
   /** The last password check; undefined when the password was never checked in this session. */
   passwordCheckedAt?: Date;
   /**
@@ -73,16 +87,12 @@ interface SessionRow {
   email: string | null;
   password_change_required: boolean;
   primary_domain: string | null;
+  mfa_init_skipped_at: Date | string | null;
+  factor_types: string[] | null;
   [key: string]: unknown;
 }
 
 const date = (value: Date | string) => (value instanceof Date ? value : new Date(value));
-
-/** The later of two optional instants. */
-function latest(...values: Array<Date | undefined>): Date | undefined {
-  const dates = values.filter((d): d is Date => d !== undefined);
-  return dates.length ? new Date(Math.max(...dates.map((d) => d.getTime()))) : undefined;
-}
 
 const optionalDate = (value: Date | string | null) => (value === null ? undefined : date(value));
 
@@ -125,6 +135,8 @@ function toLoginSession(row: SessionRow): LoginSession {
     ),
     amr: amrOf(checks),
     checks,
+    factors: (row.factor_types ?? []) as FactorType[],
+    mfaInitSkippedAt: optionalDate(row.mfa_init_skipped_at),
     passwordCheckedAt: row.password_checked_at ? date(row.password_checked_at) : undefined,
     passwordChangeRequired: row.password_change_required === true,
     createdAt: date(row.created_at),
@@ -137,6 +149,9 @@ const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_c
     s.totp_checked_at, s.otp_email_checked_at, s.otp_sms_checked_at, s.recovery_code_checked_at,
     s.webauthn_checked_at, s.webauthn_user_verified, s.webauthn_amr,
     u.username, u.display_name, u.given_name, u.family_name, u.email, u.password_change_required, o.primary_domain,
+    u.mfa_init_skipped_at,
+    ARRAY(SELECT DISTINCT f.type FROM user_factors f
+      WHERE f.instance_id = s.instance_id AND f.user_id = s.user_id AND f.state = 2) AS factor_types,
     now() AS read_at
   FROM sessions s
   JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1
@@ -193,6 +208,10 @@ export type LoginStep =
   | { step: "password"; session: LoginSession }
   /** This session's user checked the password during this request and must now choose a new one. */
   | { step: "password-change"; session: LoginSession }
+  /** This session's user must pass a second factor (the choice page). */
+  | { step: "mfa"; session: LoginSession }
+  /** This session's user should register a second factor (forced: must). */
+  | { step: "mfa-setup"; session: LoginSession }
   /** Ask for a login name (prefilled with `loginName`). */
   | { step: "loginname"; loginName?: string }
   /** Let the person pick one of `sessions` or use another account. */
@@ -200,51 +219,64 @@ export type LoginStep =
   /** `prompt=create`: the registration form. */
   | { step: "register" };
 
+/** What one chosen session may still need (`pendingStep`). */
+export type PendingStep = "password" | "password-change" | "mfa" | "mfa-setup";
+
 /** Whether `session` is signed in as `loginName` (username or login name, compared as usernames are). */
 export function matchesLoginName(session: LoginSession, loginName: string): boolean {
   const name = usernameKey(loginName.trim());
   return usernameKey(session.username) === name || usernameKey(session.loginName) === name;
 }
 
+/** The last first factor of a session: the password, an identity provider, or a passkey. */
+function firstFactorTime(session: LoginSession): Date | undefined {
+  const { checks } = session;
+  return latest(checks.password, checks.idp, checks.webauthn);
+}
+
 /**
- * Whether the session's password check is recent enough for the request: checked at all, after the
- * request started when it says `prompt=login`, and within `max_age` seconds — or during this request
- * (else `max_age=0` could never be met: the hand-off comes a few milliseconds after the check).
+ * Whether the session's first factor (password, identity provider or passkey) is recent enough for the
+ * request: checked at all, after the request started when it says `prompt=login`, within `max_age`
+ * seconds, and a password within the policy's `password_check_lifetime` — or during this request.
  */
-export function needsPassword(request: AuthRequest, session: LoginSession, now: Date): boolean {
-  const authTime = session.authTime?.getTime();
-  if (authTime === undefined) return true;
-  const checkedDuringRequest = authTime >= request.createdAt.getTime();
-  if (request.prompt.includes("login") && !checkedDuringRequest) return true;
-  if (
-    request.maxAge !== undefined &&
-    now.getTime() - authTime > request.maxAge * 1000 &&
-    !checkedDuringRequest
-  )
-    return true;
+export function needsPassword(
+  request: AuthRequest,
+  session: LoginSession,
+  now: Date,
+  policy?: SignInPolicy,
+): boolean {
+  const first = firstFactorTime(session);
+  if (first === undefined) return true;
+  if (!freshEnough(request, first, now)) return true;
+  // the policy's lifetime applies to a sign-in that used the password
+  const password = session.checks.password;
+  if (policy && password && password.getTime() === first.getTime())
+    return !freshEnough(request, password, now, policy.password_check_lifetime);
   return false;
 }
 
 /**
  * What one chosen session still needs before the request completes with it: the password (too old for
- * `prompt=login` / `max_age`, or a password change is required and the password was not checked during
- * this request), a new password (`change_required`, right after the check), or nothing. A required change
- * applies to sessions that signed in with the password; one signed in only through an identity provider
- * never used it.
+ * `prompt=login` / `max_age` / the policy's lifetime, or a password change is required and the password
+ * was not checked during this request), a new password (`change_required`, right after the check), a
+ * second factor or its registration (`secondFactorStep`, with the policy of the sign-in), or nothing. A
+ * required change applies to sessions that signed in with the password; one signed in only through an
+ * identity provider never used it.
  */
 export function pendingStep(
   request: AuthRequest,
   session: LoginSession,
   now: Date,
-): "password" | "password-change" | undefined {
-  if (needsPassword(request, session, now)) return "password";
+  policy?: SignInPolicy,
+): PendingStep | undefined {
+  if (needsPassword(request, session, now, policy)) return "password";
   if (session.passwordChangeRequired && session.passwordCheckedAt) {
     // the new password is chosen only by someone who just proved the current one
     return session.passwordCheckedAt.getTime() >= request.createdAt.getTime()
       ? "password-change"
       : "password";
   }
-  return undefined;
+  return policy ? secondFactorStep(request, session, now, policy) : undefined;
 }
 
 /**
@@ -255,15 +287,16 @@ export function pendingStep(
  * - `prompt=select_account` → the picker (the login-name page when no session qualifies);
  * - no session → the login-name page (prefilled with login_hint);
  * - several → the picker;
- * - one → complete, or the password first when `prompt=login` / `max_age` ask for a fresh check, or a
- *   new password when the user's password must be changed (`pendingStep`).
+ * - one → complete, or the password first when `prompt=login` / `max_age` / the policy ask for a fresh
+ *   check, a new password when the user's password must be changed, or the second factor or its
+ *   registration (`pendingStep`, with `policyOf` the login policy of the session's sign-in).
  *
  * `prompt=none` maps this onto errors (`selectionFor`).
  */
 export function nextStep(
   request: AuthRequest,
   sessions: readonly LoginSession[],
-  options: { allowRegister: boolean; now: Date },
+  options: { allowRegister: boolean; now: Date; policyOf?: (session: LoginSession) => SignInPolicy },
 ): LoginStep {
   if (request.prompt.includes("create") && options.allowRegister) return { step: "register" };
   let candidates = sessions.filter((s) => request.orgId === undefined || s.orgId === request.orgId);
@@ -282,7 +315,7 @@ export function nextStep(
   if (candidates.length === 0) return { step: "loginname", loginName: hint };
   if (candidates.length > 1) return { step: "select", sessions: candidates };
   const [session] = candidates;
-  const pending = pendingStep(request, session, options.now);
+  const pending = pendingStep(request, session, options.now, options.policyOf?.(session));
   return pending ? { step: pending, session } : { step: "complete", session };
 }
 
@@ -290,11 +323,14 @@ export function nextStep(
 export type SessionSelection =
   /** Usable without interaction. */
   | { result: "session"; session: LoginSession }
-  /** No usable session, or its password must be checked again: OAuth error `login_required`. */
+  /**
+   * No usable session, or its password or second factor must be checked again: OAuth error
+   * `login_required`.
+   */
   | { result: "login_required" }
   /**
-   * Several sessions to choose from, a registration or a password change: OAuth error
-   * `interaction_required`.
+   * Several sessions to choose from, a registration, a password change or the registration of a second
+   * factor: OAuth error `interaction_required`.
    */
   | { result: "interaction_required" };
 
@@ -303,10 +339,9 @@ export function selectionFor(step: LoginStep): SessionSelection {
     case "complete":
       return { result: "session", session: step.session };
     case "password":
+    case "mfa":
     case "loginname":
       return { result: "login_required" };
-    case "password-change":
-      return { result: "interaction_required" };
     default:
       return { result: "interaction_required" };
   }

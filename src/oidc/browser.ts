@@ -82,6 +82,7 @@ function transientAuthRequest(input: AuthRequestInput): AuthRequest {
     id: "",
     prompt: input.prompt ?? [],
     uiLocales: input.uiLocales ?? [],
+    acrValues: input.acrValues ?? [],
     uiState: {},
     createdAt: now,
     expiresAt: new Date(now.getTime() + AUTH_REQUEST_LIFETIME_MS),

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { SignJWT } from "jose";
 import { sha256 } from "../crypto/tokens.ts";
+import { acrOf } from "../domain/session/amr.ts";
 import { machineUsernameProblem } from "../domain/user/machine-username.ts";
 import { newId } from "../id.ts";
 import type { Queryable } from "../storage/database.ts";
@@ -274,6 +275,9 @@ export async function idToken(
   if (issuance.authTime) claims.auth_time = Math.floor(issuance.authTime.getTime() / 1000);
   if (issuance.nonce) claims.nonce = issuance.nonce;
   if (issuance.amr?.length) claims.amr = issuance.amr;
+  // the class the sign-in achieved, derived from its methods (a refresh keeps them, so the acr too)
+  const acr = acrOf(issuance.amr);
+  if (acr) claims.acr = acr;
   if (issuance.sessionId) claims.sid = issuance.sessionId;
   // the hash of at_hash / c_hash follows the signing algorithm
   const key = await ctx.keys.active(info.instance.id);

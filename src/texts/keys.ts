@@ -59,6 +59,8 @@ const LOGIN_SECTIONS: Record<string, string> = {
   code: "the code field",
   verifyEmail: "the e-mail verification page",
   invite: "the invitation page",
+  mfaChoose: "the page choosing the second factor",
+  mfaSetup: "the prompt to register a second factor",
 };
 
 const MESSAGE_NAMES: Record<MessageType, string> = {

@@ -50,3 +50,24 @@ export function secondFactorTimes(checks: SessionChecks): Date[] {
     .filter((d): d is Date => d !== undefined)
     .sort((a, b) => b.getTime() - a.getTime());
 }
+
+/**
+ * Authentication context classes (OIDC `acr`, `acr_values`): `urn:platform:acr:mfa` for two factors (`mfa`
+ * among the amr values), `urn:platform:acr:pwd` for one (a password, an identity provider or a passkey
+ * alone). An authorization request with `acr_values=urn:platform:acr:mfa` needs a second factor.
+ */
+export const ACR_MFA = "urn:platform:acr:mfa";
+export const ACR_SINGLE_FACTOR = "urn:platform:acr:pwd";
+export const ACR_VALUES_SUPPORTED = [ACR_SINGLE_FACTOR, ACR_MFA] as const;
+
+/** The `acr` a sign-in with these amr values achieved; undefined without any. */
+export function acrOf(amr: readonly string[] | null | undefined): string | undefined {
+  if (!amr?.length) return undefined;
+  return amr.includes("mfa") ? ACR_MFA : ACR_SINGLE_FACTOR;
+}
+
+/** The supported values of an `acr_values` parameter, in its order (others are ignored, as OIDC allows). */
+export function supportedAcrValues(raw: string | undefined): string[] {
+  const given = (raw ?? "").split(" ").filter(Boolean);
+  return [...new Set(given.filter((v) => (ACR_VALUES_SUPPORTED as readonly string[]).includes(v)))];
+}

@@ -166,3 +166,9 @@ export function userDataEvents(user: UserAggregate, next: UserData | undefined):
   };
   return [userEvent(user, UserEvent.dataSet, { ...payload })];
 }
+
+/** "Skip" on the login's prompt to register a second factor (a human user's choice, kept as its time). */
+export function skipMfaInitEvent(user: UserAggregate): NewEvent {
+  requireHuman(user, "second factors");
+  return userEvent(user, UserEvent.mfaInitSkipped);
+}

@@ -82,6 +82,11 @@ export const UserEvent = {
   factorCheckFailed: "user.factor.check.failed",
   /** A right second-factor answer after failures (resets the count, like a right password). */
   factorCheckSucceeded: "user.factor.check.succeeded",
+  /**
+   * The user chose "Skip" on the login's prompt to register a second factor: the prompt stays away for
+   * the login policy's `mfa_init_skip_lifetime`.
+   */
+  mfaInitSkipped: "user.mfa.init.skipped",
   removed: "user.removed",
 } as const;
 

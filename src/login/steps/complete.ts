@@ -1,6 +1,8 @@
 /**
  * GET /ui/login/complete: hands the authenticated auth request to the completer, once the password was
- * checked again or changed when the request requires it (`pendingStep`, ../sessions.ts).
+ * checked again or changed when the request requires it, and the second factor passed (or registered,
+ * or its prompt skipped) when the login policy or the request's acr_values need it (`pendingStep`,
+ * ../sessions.ts). No sign-in completes anywhere else without this check.
  */
 import type { FastifyInstance } from "fastify";
 import { pendingStep, sessionsNow } from "../sessions.ts";
@@ -17,7 +19,8 @@ export function completeStep(ui: FastifyInstance, kit: StepKit): void {
     // no authenticated session for it (yet): decide again
     if (!session) return reply.redirect(entryUrl(authRequest.id), 302);
     // the password again, or a new one, before any sign-in completes
-    const pending = pendingStep(authRequest, session, await sessionsNow(db, [session]));
+    const policy = await login.loginPolicy(authRequest.instanceId, authRequest.orgId ?? session.orgId);
+    const pending = pendingStep(authRequest, session, await sessionsNow(db, [session]), policy);
     if (pending) return reply.redirect(stepUrl(pending, authRequest.id), 302);
     return kit.complete(request, reply, authRequest, session);
   });

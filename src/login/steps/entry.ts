@@ -28,6 +28,7 @@ export function entryStep(ui: FastifyInstance, kit: StepKit): void {
     const step = nextStep(authRequest, sessions, {
       allowRegister: await login.allowRegister(instanceId, authRequest.orgId),
       now: sessions.length ? await sessionsNow(db, sessions) : new Date(),
+      policyOf: await login.policiesFor(instanceId, authRequest, sessions),
     });
     // urn:platform:iam:org:idp:id:<id>: straight to that provider unless a session can be used as it is
     const requestedIdp = requestedIdpOf(authRequest.scope);
@@ -38,6 +39,8 @@ export function entryStep(ui: FastifyInstance, kit: StepKit): void {
         return kit.complete(request, reply, authRequest, step.session);
       case "password":
       case "password-change":
+      case "mfa":
+      case "mfa-setup":
         await login.authRequests.attachSession(authRequest, step.session.id);
         return reply.redirect(stepUrl(step.step, authRequest.id), 302);
       default:

@@ -35,6 +35,9 @@
  *   POST /ui/login/verify-email       (verify-email; also /resend and /done)
  *   GET  /ui/login/invite             an invitation's link: the first password with the code, then signed
  *   POST /ui/login/invite             in (invite)
+ *   GET  /ui/login/mfa                the second factor: the user's allowed factors, each to its page (mfa/choose)
+ *   GET  /ui/login/mfa/setup          the prompt to register a second factor; "Skip" unless forced
+ *   POST /ui/login/mfa/setup/skip     (mfa/setup)
  *   GET  /ui/login/mfa/totp           second factors: TOTP, codes by e-mail and SMS, recovery codes, and
  *   POST /ui/login/mfa/...            their enrolment (mfa/otp-steps.ts lists them)
  *   GET  /ui/login/complete           hands the authenticated auth request to the completer
@@ -80,7 +83,9 @@ import { inviteStep } from "./invite.ts";
 import { backToSignIn, type SignInLimits, StepKit } from "./kit.ts";
 import { languageStep } from "./language.ts";
 import { loginNameStep } from "./loginname.ts";
+import { mfaChooseStep } from "./mfa/choose.ts";
 import { OTP_STEPS } from "./mfa/otp-steps.ts";
+import { mfaSetupStep } from "./mfa/setup.ts";
 import { mfaWebAuthnStep } from "./mfa-webauthn.ts";
 import { passkeyStep } from "./passkey.ts";
 import { passwordStep } from "./password.ts";
@@ -111,6 +116,8 @@ const STEPS: readonly Step[] = [
   passwordResetStep,
   verifyEmailStep,
   inviteStep,
+  mfaChooseStep,
+  mfaSetupStep,
   ...OTP_STEPS,
   completeStep,
   signOutStep,

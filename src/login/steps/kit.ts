@@ -27,9 +27,12 @@ export function field(body: Body | undefined, name: string, options: { raw?: boo
   return options.raw ? value : value.trim().slice(0, MAX_FIELD);
 }
 
+/** Steps (../sessions.ts `LoginStep`) whose page is not at `/ui/login/<step>`. */
+const STEP_PATHS: Record<string, string> = { "mfa-setup": "mfa/setup" };
+
 /** The page of a step (`/ui/login/<step>`), for an auth request or for the UI's own sign-in. */
 export function stepUrl(step: string, authRequestId?: string): string {
-  const base = `/ui/login/${step}`;
+  const base = `/ui/login/${STEP_PATHS[step] ?? step}`;
   return authRequestId ? `${base}?authRequest=${encodeURIComponent(authRequestId)}` : base;
 }
 

@@ -4,6 +4,8 @@
  * organization's identity providers. Whether an unknown name is told here is the login setting
  * `ignore_unknown_usernames`: on (the default) any name leads to the password page, which answers an
  * unknown name like a wrong password; off (ZITADEL's default) the page says the user was not found.
+ * The login policy decides the ways in: the login-name form (`allow_username_password`), the providers'
+ * links (`allow_external_idp`) and "Sign in with a passkey" (`passwordless_allowed`).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { findUser } from "../../domain/session/commands.ts";
@@ -31,9 +33,10 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
     const { t } = context.translator;
     const state = errorOn(authRequest, PAGE);
     const allowRegister = await login.allowRegister(login.instanceId(request), authRequest?.orgId);
-    const idpButtons = await kit.idps.buttons(request, authRequest);
-    // The login policy's passwordless_allowed decides this (set by the login policy; shown until then).
-    const passwordlessAllowed = true;
+    // the login policy of the sign-in's organization (else the instance's): which ways in the page offers
+    const policy = await login.loginPolicy(login.instanceId(request), authRequest?.orgId);
+    const idpButtons = policy.allow_external_idp ? await kit.idps.buttons(request, authRequest) : [];
+    const passwordlessAllowed = policy.passwordless_allowed;
     return sendPage(
       reply,
       context,
@@ -42,12 +45,14 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
         title: t("loginname.title"),
         error: state.error,
         loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",
+        allowUsernamePassword: policy.allow_username_password,
+        passwordlessAllowed,
         registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
         idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
         passkeyUrl: passwordlessAllowed ? stepUrl("passkey", authRequest?.id) : undefined,
         // the browser offers the passkeys in the login name's autofill (conditional mediation)
         passkeyOptions:
-          passwordlessAllowed && authRequest
+          passwordlessAllowed && policy.allow_username_password && authRequest
             ? await passkeySignInOptions(kit, request, authRequest)
             : undefined,
       },

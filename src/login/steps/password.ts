@@ -87,6 +87,9 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
       // only users of the requested organization can sign in to it
       if (user && authRequest.orgId !== undefined && user.orgId !== authRequest.orgId) user = undefined;
     }
+    // the login policy of the sign-in (the requested organization, else the user's) may rule passwords out
+    const policy = await login.loginPolicy(instanceId, authRequest.orgId ?? user?.orgId);
+    if (!policy.allow_username_password) return fail("error.passwordNotAllowed");
     // one answer for every failure: wrong password, unknown name, locked, locked out, deactivated
     const sessionId = await checkPasswordForSignIn(login, {
       instanceId,

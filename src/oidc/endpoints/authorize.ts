@@ -8,6 +8,7 @@
  * ../browser.ts; this module only answers whether the request is valid and what it asks for.
  */
 import { OrgState } from "../../domain/org/events.ts";
+import { supportedAcrValues } from "../../domain/session/amr.ts";
 import type { AuthRequestInput, Prompt } from "../../login/index.ts";
 import type { OidcClient } from "../clients.ts";
 import type { OidcContext, RequestInfo } from "../context.ts";
@@ -152,7 +153,16 @@ export async function validateAuthorizeRequest(
   if (repeated.size > 0) return fail(new InvalidRequest(`parameter ${[...repeated][0]} is repeated`));
   if (values.has("request")) return fail(new RequestNotSupported());
   if (values.has("request_uri")) return fail(new RequestUriNotSupported());
-  for (const name of ["state", "nonce", "ui_locales", "scope", "max_age", "prompt", "code_challenge"]) {
+  for (const name of [
+    "state",
+    "nonce",
+    "ui_locales",
+    "scope",
+    "max_age",
+    "prompt",
+    "code_challenge",
+    "acr_values",
+  ]) {
     if ((values.get(name)?.length ?? 0) > MAX_VALUE)
       return fail(new InvalidRequest(`parameter ${name} is too long: at most ${MAX_VALUE} characters`));
   }
@@ -278,6 +288,7 @@ export async function validateAuthorizeRequest(
       loginHint,
       maxAge: rawMaxAge === undefined ? undefined : Number(rawMaxAge),
       uiLocales,
+      acrValues: supportedAcrValues(values.get("acr_values")),
       orgId,
       hintSessionId: hint?.sessionId,
       hintUserId: hint?.userId,

@@ -1,3 +1,4 @@
+import { ACR_VALUES_SUPPORTED } from "../../domain/session/amr.ts";
 import { OwnerType } from "../../domain/settings/events.ts";
 import { LANGUAGE, supportedLanguages } from "../../domain/settings/languages.ts";
 import { resolveSetting, settingsLayers } from "../../query/settings.ts";
@@ -17,6 +18,7 @@ export const CLAIMS_SUPPORTED = [
   "auth_time",
   "nonce",
   "amr",
+  "acr",
   "azp",
   "sid",
   "at_hash",
@@ -95,6 +97,7 @@ export async function discoveryDocument(
     introspection_endpoint_auth_methods_supported: [...endpointAuthMethods.introspection],
     introspection_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     claims_supported: CLAIMS_SUPPORTED,
+    acr_values_supported: [...ACR_VALUES_SUPPORTED],
     code_challenge_methods_supported: ["S256"],
     prompt_values_supported: ["none", "login", "consent", "select_account", "create"],
     ui_locales_supported: locales,

@@ -1,3 +1,4 @@
+import { acrOf } from "../../domain/session/amr.ts";
 import { activeAccessToken } from "../access-tokens.ts";
 import { loadMetadata, loadUserData, loginName, roleClaims, userClaims } from "../claims.ts";
 import { authenticateClient } from "../client-auth.ts";
@@ -81,6 +82,9 @@ export async function introspectionEndpoint(
     iss: stored.issuer,
     jti: stored.id,
     username: loginName(user),
+    ...(stored.authTime ? { auth_time: Math.floor(stored.authTime.getTime() / 1000) } : {}),
+    ...(stored.amr?.length ? { amr: stored.amr } : {}),
+    ...(acrOf(stored.amr) ? { acr: acrOf(stored.amr) } : {}),
     ...(stored.lineage?.act ? { act: stored.lineage.act } : {}),
     ...userClaims(user, scope, { metadata, data }),
     ...roles,

@@ -147,6 +147,7 @@ export const usersProjection: Projection = {
     [UserEvent.emailCodeAdded]: (tx, e) => touch(tx, e),
     [UserEvent.emailCodeCheckFailed]: (tx, e) => touch(tx, e),
     [UserEvent.emailVerified]: (tx, e) => touch(tx, e, { email_verified: true }),
+    [UserEvent.mfaInitSkipped]: (tx, e) => touch(tx, e, { mfa_init_skipped_at: e.createdAt }),
     [UserEvent.phoneCodeAdded]: (tx, e) => touch(tx, e),
     [UserEvent.phoneCodeCheckFailed]: (tx, e) => touch(tx, e),
     [UserEvent.phoneVerified]: (tx, e) => touch(tx, e, { phone_verified: true }),

@@ -42,6 +42,7 @@ import { type AuthorizedCall, authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
 import { challengesAnswer, challengesOf, factorChecksOf } from "./factors.ts";
+import { requireAllowedByLoginPolicy } from "./policy.ts";
 import { webAuthnChallengeOf } from "./webauthn.ts";
 
 interface SessionRow {
@@ -222,6 +223,7 @@ export function sessionsService(deps: ServiceDeps) {
           throw new NotFoundError("user not found");
         throw new PermissionDeniedError("permission denied: session.write is required");
       }
+      await requireAllowedByLoginPolicy(deps.db, instanceId, user.orgId, req.session);
       const created = await createSession(
         deps.eventStore,
         actor(call, instanceId),
@@ -263,6 +265,7 @@ export function sessionsService(deps: ServiceDeps) {
       const userCheck = toUserCheck(checks?.user);
       let user: CheckedUser | undefined;
       if (userCheck) user = await findUser(deps.db, instanceId, userCheck);
+      await requireAllowedByLoginPolicy(deps.db, instanceId, user?.orgId ?? session.org_id, req.session);
       const version = await checkSession(
         deps.eventStore,
         actor(call, instanceId),

@@ -36,6 +36,9 @@ export function idpStartStep(ui: FastifyInstance, kit: StepKit): void {
       });
     }
     const orgId = await kit.idps.signInOrg(request, authRequest);
+    // the login policy of the sign-in's organization may rule identity providers out
+    if (!(await login.loginPolicy(instanceId, orgId)).allow_external_idp)
+      return failPage(kit, request, reply, 403, "idp.notAllowed", authRequest);
     const idp = await kit.idps.active(instanceId, orgId, String(request.query.idp ?? ""));
     if (!idp) return failPage(kit, request, reply, 404, "idp.unavailable", authRequest);
     const id = newIntentId();

@@ -2,15 +2,16 @@
 // @generated from file platform/settings/login/v3alpha/login_service.proto (package platform.settings.login.v3alpha, syntax proto3)
 /* eslint-disable */
 
-// Login settings API: `{base_url}/settings/v3alpha/login`. What the login UI (`/ui/login`) offers and
-// reveals in a context, inherited system → instance → organization.
+// Login settings API: `{base_url}/settings/v3alpha/login`. The login policy: what the login UI
+// (`/ui/login`) offers and reveals in a context and which factors a sign-in needs, inherited system →
+// instance → organization.
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../../../google/api/annotations_pb.ts";
 import type { RequestContext } from "../../../object/v3alpha/object_pb.ts";
 import { file_platform_object_v3alpha_object } from "../../../object/v3alpha/object_pb.ts";
-import type { Details, ResolvedBool, SetBool } from "../../object/v3alpha/object_pb.ts";
+import type { Details, ResolvedBool, ResolvedDuration, ResolvedStrings, SetBool, SetDuration, SetStrings } from "../../object/v3alpha/object_pb.ts";
 import { file_platform_settings_object_v3alpha_object } from "../../object/v3alpha/object_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -18,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/settings/login/v3alpha/login_service.proto.
  */
 export const file_platform_settings_login_v3alpha_login_service: GenFile = /*@__PURE__*/
-  fileDesc("CjNwbGF0Zm9ybS9zZXR0aW5ncy9sb2dpbi92M2FscGhhL2xvZ2luX3NlcnZpY2UucHJvdG8SH3BsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEi6gEKEFNldExvZ2luU2V0dGluZ3MSQQoOYWxsb3dfcmVnaXN0ZXIYASABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEkYKE2hpZGVfcGFzc3dvcmRfcmVzZXQYAiABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEksKGGlnbm9yZV91bmtub3duX3VzZXJuYW1lcxgDIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldEJvb2wi/gEKFVJlc29sdmVkTG9naW5TZXR0aW5ncxJGCg5hbGxvd19yZWdpc3RlchgBIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbBJLChNoaWRlX3Bhc3N3b3JkX3Jlc2V0GAIgASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sElAKGGlnbm9yZV91bmtub3duX3VzZXJuYW1lcxgDIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbCKUAQoXU2V0TG9naW5TZXR0aW5nc1JlcXVlc3QSNAoDY3R4GAEgASgLMicucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUmVxdWVzdENvbnRleHQSQwoIc2V0dGluZ3MYAiABKAsyMS5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlNldExvZ2luU2V0dGluZ3MiVgoYU2V0TG9naW5TZXR0aW5nc1Jlc3BvbnNlEjoKB2RldGFpbHMYASABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5EZXRhaWxzIlMKG1Jlc29sdmVMb2dpblNldHRpbmdzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dCKkAQocUmVzb2x2ZUxvZ2luU2V0dGluZ3NSZXNwb25zZRI6CgdkZXRhaWxzGAEgASgLMikucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuRGV0YWlscxJICghzZXR0aW5ncxgCIAEoCzI2LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuUmVzb2x2ZWRMb2dpblNldHRpbmdzMoMDChVQbGF0Zm9ybUxvZ2luU2V0dGluZ3MSsgEKEFNldExvZ2luU2V0dGluZ3MSOC5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlNldExvZ2luU2V0dGluZ3NSZXF1ZXN0GjkucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5TZXRMb2dpblNldHRpbmdzUmVzcG9uc2UiKYLT5JMCIzoIc2V0dGluZ3MyFy9zZXR0aW5ncy92M2FscGhhL2xvZ2luErQBChRSZXNvbHZlTG9naW5TZXR0aW5ncxI8LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuUmVzb2x2ZUxvZ2luU2V0dGluZ3NSZXF1ZXN0Gj0ucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5SZXNvbHZlTG9naW5TZXR0aW5nc1Jlc3BvbnNlIh+C0+STAhkSFy9zZXR0aW5ncy92M2FscGhhL2xvZ2luYgZwcm90bzM", [file_google_api_annotations, file_platform_object_v3alpha_object, file_platform_settings_object_v3alpha_object]);
+  fileDesc("CjNwbGF0Zm9ybS9zZXR0aW5ncy9sb2dpbi92M2FscGhhL2xvZ2luX3NlcnZpY2UucHJvdG8SH3BsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEioAgKEFNldExvZ2luU2V0dGluZ3MSQQoOYWxsb3dfcmVnaXN0ZXIYASABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEkYKE2hpZGVfcGFzc3dvcmRfcmVzZXQYAiABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEksKGGlnbm9yZV91bmtub3duX3VzZXJuYW1lcxgDIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldEJvb2wSSgoXYWxsb3dfdXNlcm5hbWVfcGFzc3dvcmQYBCABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEkUKEmFsbG93X2V4dGVybmFsX2lkcBgFIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldEJvb2wSPAoJZm9yY2VfbWZhGAYgASgLMikucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuU2V0Qm9vbBJHChRmb3JjZV9tZmFfbG9jYWxfb25seRgHIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldEJvb2wSRwoUcGFzc3dvcmRsZXNzX2FsbG93ZWQYCCABKAsyKS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXRCb29sEkQKDnNlY29uZF9mYWN0b3JzGAkgASgLMiwucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuU2V0U3RyaW5ncxJDCg1tdWx0aV9mYWN0b3JzGAogASgLMiwucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuU2V0U3RyaW5ncxJOChdwYXNzd29yZF9jaGVja19saWZldGltZRgLIAEoCzItLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlNldER1cmF0aW9uElMKHHNlY29uZF9mYWN0b3JfY2hlY2tfbGlmZXRpbWUYDCABKAsyLS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXREdXJhdGlvbhJSChttdWx0aV9mYWN0b3JfY2hlY2tfbGlmZXRpbWUYDSABKAsyLS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5TZXREdXJhdGlvbhJNChZtZmFfaW5pdF9za2lwX2xpZmV0aW1lGA4gASgLMi0ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuU2V0RHVyYXRpb24i6wgKFVJlc29sdmVkTG9naW5TZXR0aW5ncxJGCg5hbGxvd19yZWdpc3RlchgBIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbBJLChNoaWRlX3Bhc3N3b3JkX3Jlc2V0GAIgASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sElAKGGlnbm9yZV91bmtub3duX3VzZXJuYW1lcxgDIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbBJPChdhbGxvd191c2VybmFtZV9wYXNzd29yZBgEIAEoCzIuLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkQm9vbBJKChJhbGxvd19leHRlcm5hbF9pZHAYBSABKAsyLi5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5SZXNvbHZlZEJvb2wSQQoJZm9yY2VfbWZhGAYgASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sEkwKFGZvcmNlX21mYV9sb2NhbF9vbmx5GAcgASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sEkwKFHBhc3N3b3JkbGVzc19hbGxvd2VkGAggASgLMi4ucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRCb29sEkkKDnNlY29uZF9mYWN0b3JzGAkgASgLMjEucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuUmVzb2x2ZWRTdHJpbmdzEkgKDW11bHRpX2ZhY3RvcnMYCiABKAsyMS5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5SZXNvbHZlZFN0cmluZ3MSUwoXcGFzc3dvcmRfY2hlY2tfbGlmZXRpbWUYCyABKAsyMi5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5SZXNvbHZlZER1cmF0aW9uElgKHHNlY29uZF9mYWN0b3JfY2hlY2tfbGlmZXRpbWUYDCABKAsyMi5wbGF0Zm9ybS5zZXR0aW5ncy5vYmplY3QudjNhbHBoYS5SZXNvbHZlZER1cmF0aW9uElcKG211bHRpX2ZhY3Rvcl9jaGVja19saWZldGltZRgNIAEoCzIyLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkRHVyYXRpb24SUgoWbWZhX2luaXRfc2tpcF9saWZldGltZRgOIAEoCzIyLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLlJlc29sdmVkRHVyYXRpb24ilAEKF1NldExvZ2luU2V0dGluZ3NSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0EkMKCHNldHRpbmdzGAIgASgLMjEucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5TZXRMb2dpblNldHRpbmdzIlYKGFNldExvZ2luU2V0dGluZ3NSZXNwb25zZRI6CgdkZXRhaWxzGAEgASgLMikucGxhdGZvcm0uc2V0dGluZ3Mub2JqZWN0LnYzYWxwaGEuRGV0YWlscyJTChtSZXNvbHZlTG9naW5TZXR0aW5nc1JlcXVlc3QSNAoDY3R4GAEgASgLMicucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUmVxdWVzdENvbnRleHQipAEKHFJlc29sdmVMb2dpblNldHRpbmdzUmVzcG9uc2USOgoHZGV0YWlscxgBIAEoCzIpLnBsYXRmb3JtLnNldHRpbmdzLm9iamVjdC52M2FscGhhLkRldGFpbHMSSAoIc2V0dGluZ3MYAiABKAsyNi5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlJlc29sdmVkTG9naW5TZXR0aW5nczKDAwoVUGxhdGZvcm1Mb2dpblNldHRpbmdzErIBChBTZXRMb2dpblNldHRpbmdzEjgucGxhdGZvcm0uc2V0dGluZ3MubG9naW4udjNhbHBoYS5TZXRMb2dpblNldHRpbmdzUmVxdWVzdBo5LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuU2V0TG9naW5TZXR0aW5nc1Jlc3BvbnNlIimC0+STAiM6CHNldHRpbmdzMhcvc2V0dGluZ3MvdjNhbHBoYS9sb2dpbhK0AQoUUmVzb2x2ZUxvZ2luU2V0dGluZ3MSPC5wbGF0Zm9ybS5zZXR0aW5ncy5sb2dpbi52M2FscGhhLlJlc29sdmVMb2dpblNldHRpbmdzUmVxdWVzdBo9LnBsYXRmb3JtLnNldHRpbmdzLmxvZ2luLnYzYWxwaGEuUmVzb2x2ZUxvZ2luU2V0dGluZ3NSZXNwb25zZSIfgtPkkwIZEhcvc2V0dGluZ3MvdjNhbHBoYS9sb2dpbmIGcHJvdG8z", [file_google_api_annotations, file_platform_object_v3alpha_object, file_platform_settings_object_v3alpha_object]);
 
 /**
  * Login settings to change in a context.
@@ -50,6 +51,93 @@ export type SetLoginSettings = Message<"platform.settings.login.v3alpha.SetLogin
    * @generated from field: platform.settings.object.v3alpha.SetBool ignore_unknown_usernames = 3;
    */
   ignoreUnknownUsernames?: SetBool | undefined;
+
+  /**
+   * Whether users may sign in with their login name and password (default: yes). No: the login offers
+   * only passkeys and identity providers, and the sessions API refuses password checks (FAILED_PRECONDITION).
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool allow_username_password = 4;
+   */
+  allowUsernamePassword?: SetBool | undefined;
+
+  /**
+   * Whether users may sign in through external identity providers (default: yes). No: the login hides
+   * their buttons and refuses to start one.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool allow_external_idp = 5;
+   */
+  allowExternalIdp?: SetBool | undefined;
+
+  /**
+   * Whether every sign-in needs a second factor (default: no). A user without one registers one first,
+   * with no way to skip.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool force_mfa = 6;
+   */
+  forceMfa?: SetBool | undefined;
+
+  /**
+   * Whether force_mfa spares sign-ins through an identity provider (default: no).
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool force_mfa_local_only = 7;
+   */
+  forceMfaLocalOnly?: SetBool | undefined;
+
+  /**
+   * Whether the login offers "Sign in with a passkey" without a password (default: yes).
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetBool passwordless_allowed = 8;
+   */
+  passwordlessAllowed?: SetBool | undefined;
+
+  /**
+   * The second factors users may use and register: SECOND_FACTOR_TYPE_TOTP, SECOND_FACTOR_TYPE_U2F,
+   * SECOND_FACTOR_TYPE_OTP_EMAIL, SECOND_FACTOR_TYPE_OTP_SMS (default: all); any other value is
+   * INVALID_ARGUMENT. A check or challenge of a factor not allowed is FAILED_PRECONDITION.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetStrings second_factors = 9;
+   */
+  secondFactors?: SetStrings | undefined;
+
+  /**
+   * The multi-factors users may use: MULTI_FACTOR_TYPE_U2F_WITH_VERIFICATION (a security key or passkey
+   * verifying the user; default: allowed).
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetStrings multi_factors = 10;
+   */
+  multiFactors?: SetStrings | undefined;
+
+  /**
+   * How long a password check counts for a sign-in (default 240h); then the password is asked again.
+   * Whole seconds from 0 to ten years.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetDuration password_check_lifetime = 11;
+   */
+  passwordCheckLifetime?: SetDuration | undefined;
+
+  /**
+   * How long a second-factor check counts for a sign-in (default 18h). Whole seconds from 0 to ten years.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetDuration second_factor_check_lifetime = 12;
+   */
+  secondFactorCheckLifetime?: SetDuration | undefined;
+
+  /**
+   * How long a multi-factor check (a passkey verifying the user) counts for a sign-in (default 12h).
+   * Whole seconds from 0 to ten years.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetDuration multi_factor_check_lifetime = 13;
+   */
+  multiFactorCheckLifetime?: SetDuration | undefined;
+
+  /**
+   * After "Skip" on the prompt to register a second factor, how long it is not shown again; 0 (the
+   * default): the prompt is shown only when MFA is forced (then without "Skip"). Whole seconds from 0 to
+   * ten years.
+   *
+   * @generated from field: platform.settings.object.v3alpha.SetDuration mfa_init_skip_lifetime = 14;
+   */
+  mfaInitSkipLifetime?: SetDuration | undefined;
 };
 
 /**
@@ -85,6 +173,83 @@ export type ResolvedLoginSettings = Message<"platform.settings.login.v3alpha.Res
    * @generated from field: platform.settings.object.v3alpha.ResolvedBool ignore_unknown_usernames = 3;
    */
   ignoreUnknownUsernames?: ResolvedBool | undefined;
+
+  /**
+   * Whether users may sign in with their login name and password.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool allow_username_password = 4;
+   */
+  allowUsernamePassword?: ResolvedBool | undefined;
+
+  /**
+   * Whether users may sign in through external identity providers.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool allow_external_idp = 5;
+   */
+  allowExternalIdp?: ResolvedBool | undefined;
+
+  /**
+   * Whether every sign-in needs a second factor.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool force_mfa = 6;
+   */
+  forceMfa?: ResolvedBool | undefined;
+
+  /**
+   * Whether force_mfa spares sign-ins through an identity provider.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool force_mfa_local_only = 7;
+   */
+  forceMfaLocalOnly?: ResolvedBool | undefined;
+
+  /**
+   * Whether the login offers "Sign in with a passkey".
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedBool passwordless_allowed = 8;
+   */
+  passwordlessAllowed?: ResolvedBool | undefined;
+
+  /**
+   * The second factors users may use and register.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedStrings second_factors = 9;
+   */
+  secondFactors?: ResolvedStrings | undefined;
+
+  /**
+   * The multi-factors users may use.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedStrings multi_factors = 10;
+   */
+  multiFactors?: ResolvedStrings | undefined;
+
+  /**
+   * How long a password check counts for a sign-in.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedDuration password_check_lifetime = 11;
+   */
+  passwordCheckLifetime?: ResolvedDuration | undefined;
+
+  /**
+   * How long a second-factor check counts for a sign-in.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedDuration second_factor_check_lifetime = 12;
+   */
+  secondFactorCheckLifetime?: ResolvedDuration | undefined;
+
+  /**
+   * How long a multi-factor check counts for a sign-in.
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedDuration multi_factor_check_lifetime = 13;
+   */
+  multiFactorCheckLifetime?: ResolvedDuration | undefined;
+
+  /**
+   * How long the prompt to register a second factor stays away after "Skip" (0: shown only when forced).
+   *
+   * @generated from field: platform.settings.object.v3alpha.ResolvedDuration mfa_init_skip_lifetime = 14;
+   */
+  mfaInitSkipLifetime?: ResolvedDuration | undefined;
 };
 
 /**
