@@ -40,6 +40,7 @@ import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
   type LoginSession,
   nextStep,
+  pendingStep,
   type SessionSelection,
   selectionFor,
   sessionsNow,
@@ -47,6 +48,17 @@ import {
 } from "./sessions.ts";
 import { SettingsLayerCache } from "./settings-cache.ts";
 import { clearUserAgent, ensureUserAgent, readUserAgent, type UserAgent } from "./user-agent.ts";
+
+/**
+ * The account page's own sign-in as `pendingStep` sees it: no prompt, no max_age, begun before any check
+ * (so a check's lifetime does not end the account page's session; the session's end does).
+ */
+const ACCOUNT_SIGN_IN = {
+  createdAt: new Date(0),
+  prompt: [],
+  maxAge: undefined,
+  acrValues: [],
+} as unknown as AuthRequest;
 
 export interface LoginDeps {
   config: Config;
@@ -125,6 +137,29 @@ export class Login {
     const agent = readUserAgent(request);
     if (!agent) return [];
     return sessionsOfUserAgentHash(this.deps.db, this.instanceId(request), agent.hash);
+  }
+
+  /**
+   * The browser's sessions signed in to the account page: those a sign-in to it would use without a
+   * further step of the login policy of the user's organization. A session still waiting for its second
+   * factor (or for the registration of one the policy forces) is not: else a password alone, stopped at
+   * the second-factor page, would reach the account by going to `/`. Any second factor the session passed
+   * counts, however long ago (the account page is the session's own); a factor the user added after the
+   * session began (on its account page) is not asked for.
+   */
+  async accountSessionsOfUserAgent(request: FastifyRequest): Promise<LoginSession[]> {
+    const sessions = await this.sessionsOfUserAgent(request);
+    if (sessions.length === 0) return sessions;
+    const now = await sessionsNow(this.deps.db, sessions);
+    const instanceId = this.instanceId(request);
+    const signedIn: LoginSession[] = [];
+    for (const session of sessions) {
+      const policy = await this.loginPolicy(instanceId, session.orgId);
+      const asBegun = { ...session, factors: session.priorFactors };
+      const pending = pendingStep(ACCOUNT_SIGN_IN, asBegun, now, policy);
+      if (pending !== "mfa" && !(pending === "mfa-setup" && policy.force_mfa)) signedIn.push(session);
+    }
+    return signedIn;
   }
 
   /** Whether people may register in the organization (or the instance's default organization). */

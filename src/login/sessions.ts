@@ -45,6 +45,11 @@ export interface LoginSession {
   checks: SessionChecks;
   /** The kinds of the user's active second factors and passkeys (undefined: none). */
   factors?: FactorType[];
+  /**
+   * Those of `factors` the user had when the session began (the account page does not ask a session for
+   * a factor it added itself).
+   */
+  priorFactors?: FactorType[];
   /** When the user last chose "Skip" on the prompt to register a second factor. */
   mfaInitSkippedAt?: Date;
   /** The last password check; undefined when the password was never checked in this session. */
@@ -89,6 +94,7 @@ interface SessionRow {
   primary_domain: string | null;
   mfa_init_skipped_at: Date | string | null;
   factor_types: string[] | null;
+  prior_factor_types: string[] | null;
   [key: string]: unknown;
 }
 
@@ -136,6 +142,7 @@ function toLoginSession(row: SessionRow): LoginSession {
     amr: amrOf(checks),
     checks,
     factors: (row.factor_types ?? []) as FactorType[],
+    priorFactors: (row.prior_factor_types ?? []) as FactorType[],
     mfaInitSkippedAt: optionalDate(row.mfa_init_skipped_at),
     passwordCheckedAt: row.password_checked_at ? date(row.password_checked_at) : undefined,
     passwordChangeRequired: row.password_change_required === true,
@@ -152,6 +159,9 @@ const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_c
     u.mfa_init_skipped_at,
     ARRAY(SELECT DISTINCT f.type FROM user_factors f
       WHERE f.instance_id = s.instance_id AND f.user_id = s.user_id AND f.state = 2) AS factor_types,
+    ARRAY(SELECT DISTINCT f.type FROM user_factors f
+      WHERE f.instance_id = s.instance_id AND f.user_id = s.user_id AND f.state = 2
+        AND f.created_at <= s.created_at) AS prior_factor_types,
     now() AS read_at
   FROM sessions s
   JOIN users u ON u.instance_id = s.instance_id AND u.id = s.user_id AND u.type = 1 AND u.state = 1

@@ -5,10 +5,14 @@
  * `webauthn` factor and goes on to complete. Rate-limited per IP.
  *
  * GET, POST /ui/login/mfa/setup/u2f: registers a security key for the session's user during the sign-in
- * (the enrolment page links here), then goes on to complete.
+ * (the enrolment page links here), then goes on to complete. As for the authenticator app, only a user
+ * without a second factor, or a session that passed one, may enrol (`mayEnrol`): else a password alone
+ * could register a key of its own and pass the second-factor step with it. The registration answered a
+ * fresh challenge with the new key, so it counts as the session's `webauthn` check (presence only: `hwk`).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { checkSession } from "../../domain/session/commands.ts";
+import { checkSession, type FactorCheck, sessionEvent } from "../../domain/session/commands.ts";
+import { SessionEvent, type SessionWebAuthnCheckedPayload } from "../../domain/session/events.ts";
 import { activeCredentials, webAuthnChallenge, webAuthnCheck } from "../../domain/user/factors/webauthn.ts";
 import { PlatformError } from "../../errors.ts";
 import type { AuthRequest } from "../auth-requests.ts";
@@ -26,6 +30,7 @@ import {
   type StepKit,
   stepUrl,
 } from "./kit.ts";
+import { mayEnrol } from "./mfa/kit.ts";
 import { finishRegistration, sendRegistrationPage } from "./passkey-register.ts";
 
 const PAGE = "mfa/webauthn";
@@ -119,6 +124,8 @@ export function mfaWebAuthnStep(ui: FastifyInstance, kit: StepKit): void {
     const found = await signIn(request, reply, agent, request.query.authRequest);
     if (!found) return reply;
     const { authRequest, session } = found;
+    if (!(await mayEnrol(login, authRequest.instanceId, session)))
+      return reply.redirect(stepUrl("mfa", authRequest.id), 302);
     const context = await kit.pageFor(request, agent, authRequest, session.orgId);
     return sendRegistrationPage(kit, request, reply, context, {
       type: "u2f",
@@ -139,6 +146,8 @@ export function mfaWebAuthnStep(ui: FastifyInstance, kit: StepKit): void {
     const { authRequest, session } = found;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
     if (tooMany) return tooMany;
+    if (!(await mayEnrol(login, authRequest.instanceId, session)))
+      return reply.redirect(stepUrl("mfa", authRequest.id), 303);
     const outcome = await finishRegistration(kit, request, session.userId, request.body as Body);
     if (outcome.error) {
       await login.authRequests.setUiState(authRequest, {
@@ -148,7 +157,31 @@ export function mfaWebAuthnStep(ui: FastifyInstance, kit: StepKit): void {
       });
       return reply.redirect(stepUrl(SETUP_PAGE, authRequest.id), 303);
     }
+    await checkSession(
+      eventStore,
+      { instanceId: authRequest.instanceId, creator: session.userId },
+      { sessionId: session.id, factors: [registeredKey(field(request.body as Body, "passkey"))] },
+      login.policy,
+    );
     await login.authRequests.setUiState(authRequest, {});
     return reply.redirect(stepUrl("complete", authRequest.id), 303);
   });
+}
+
+/** The security key just registered, as the session's `webauthn` check. */
+function registeredKey(passkeyId: string): FactorCheck {
+  return {
+    factor: "webauthn",
+    async check(ctx) {
+      const payload: SessionWebAuthnCheckedPayload = {
+        passkey_id: passkeyId,
+        user_verified: false,
+        amr: "hwk",
+      };
+      return {
+        passed: true,
+        events: [sessionEvent(ctx.sessionId, ctx.orgId, SessionEvent.webAuthnChecked, { ...payload })],
+      };
+    },
+  };
 }

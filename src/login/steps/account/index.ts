@@ -114,7 +114,7 @@ export function accountStep(app: FastifyInstance, login: Login): void {
         openapi: "/openapi.json",
       });
     }
-    const sessions = await login.sessionsOfUserAgent(request);
+    const sessions = await login.accountSessionsOfUserAgent(request);
     if (sessions.length === 0) return reply.redirect(stepUrl("loginname"), 302);
     const current = sessions.find((s) => s.id === request.query.account) ?? sessions[0];
     return sendAccountPage(login, request, reply, sessions, current);

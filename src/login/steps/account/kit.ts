@@ -83,7 +83,7 @@ export async function accountPost(
   const body = request.body as Body;
   const sessionId = field(body, "session");
   const account = sessionId
-    ? (await kit.login.sessionsOfUserAgent(request)).find((s) => s.id === sessionId)
+    ? (await kit.login.accountSessionsOfUserAgent(request)).find((s) => s.id === sessionId)
     : undefined;
   if (!account) {
     await kit.sendMessage(request, reply, {

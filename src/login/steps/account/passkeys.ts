@@ -40,7 +40,9 @@ export function accountPasskeysStep(ui: FastifyInstance, kit: StepKit): void {
 
   ui.get<{ Querystring: Query }>("/login/account/passkeys/new", async (request, reply) => {
     const agent = login.userAgent(request, reply);
-    const account = (await login.sessionsOfUserAgent(request)).find((s) => s.id === request.query.session);
+    const account = (await login.accountSessionsOfUserAgent(request)).find(
+      (s) => s.id === request.query.session,
+    );
     if (!account)
       return kit.sendMessage(request, reply, {
         status: 403,

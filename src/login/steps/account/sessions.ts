@@ -18,7 +18,7 @@ export function accountSessionsStep(ui: FastifyInstance, kit: StepKit): void {
     if (tooMany) return tooMany;
     const target = field(post.body, "target");
     const ended = await login.endBrowserSessions(request, reply, { sessionIds: [target] });
-    const left = await login.sessionsOfUserAgent(request);
+    const left = await login.accountSessionsOfUserAgent(request);
     if (left.length === 0) return reply.redirect(SIGNED_OUT_URL, 303);
     // the page stays on the chosen account, unless that is the one signed out
     const stay = left.find((s) => s.id === post.account.id) ?? left[0];
