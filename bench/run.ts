@@ -23,8 +23,10 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import { generate } from "otplib";
 import pg from "pg";
 import { hashPassword, verifyPassword } from "../src/crypto/password.ts";
+import { newTotpSecret, totpStep } from "../src/domain/user/factors/totp.ts";
 import { freshBackend } from "../test/helpers.ts";
 import { printTable, record } from "./report.ts";
 
@@ -62,6 +64,8 @@ const signInClients = Number(process.env.BENCH_SIGNIN_CLIENTS ?? 8);
  */
 const signInAgent = new http.Agent({ keepAlive: true, maxSockets: signInClients });
 const ADMIN_PASSWORD = "Bench-Password1!";
+/** The password-only sign-in's account. */
+const ADMIN_ACCOUNT: SignInAccount = { loginName: "admin" };
 /** The last CPU time read of each PostgreSQL backend of the bench's database (cpuNow). */
 const postgresBackendsSeen = new Map<number, number>();
 const root = path.resolve(import.meta.dirname, "..");
@@ -710,7 +714,10 @@ async function benchApp(): Promise<{ clientId: string; secret: string; redirectU
  * One full browser sign-in with a fresh browser: authorize → login UI entry → login name page and post →
  * password page and post → completion (code) → token request. Throws on any unexpected answer.
  */
-async function signInOnce(app: { clientId: string; secret: string; redirectUri: string }): Promise<void> {
+async function signInOnce(
+  app: { clientId: string; secret: string; redirectUri: string },
+  account: SignInAccount = ADMIN_ACCOUNT,
+): Promise<void> {
   const browser = benchBrowser();
   const verifier = randomBytes(32).toString("base64url");
   const challenge = createHash("sha256").update(verifier).digest("base64url");
@@ -737,7 +744,7 @@ async function signInOnce(app: { clientId: string; secret: string; redirectUri: 
     authRequest: formField(html, "authRequest"),
   });
   const named = await browser.request("/ui/login/loginname", {
-    form: { ...form(loginPage.text), loginName: "admin" },
+    form: { ...form(loginPage.text), loginName: account.loginName },
   });
   expect(named, 303, "login name post");
   const passwordPage = await browser.request(named.location);
@@ -746,8 +753,18 @@ async function signInOnce(app: { clientId: string; secret: string; redirectUri: 
     form: { ...form(passwordPage.text), password: ADMIN_PASSWORD },
   });
   expect(checked, 303, "password post");
-  const complete = await browser.request(checked.location);
+  let complete = await browser.request(checked.location);
   expect(complete, 302, "completion");
+  if (account.totp) {
+    // the second factor: completion → the TOTP page (the user's only factor) → its post
+    const totpPage = await browser.request(complete.location);
+    expect(totpPage, 200, "TOTP page");
+    const code = await account.totp.nextCode();
+    const passed = await browser.request("/ui/login/mfa/totp", { form: { ...form(totpPage.text), code } });
+    expect(passed, 303, "TOTP post");
+    complete = await browser.request(passed.location);
+    expect(complete, 302, "completion after the second factor");
+  }
   const code = new URL(complete.location).searchParams.get("code");
   if (!code) throw new Error(`completion: no code in ${complete.location}`);
   const token = await browser.request("/oauth/v2/token", {
@@ -758,6 +775,96 @@ async function signInOnce(app: { clientId: string; secret: string; redirectUri: 
     },
   });
   expect(token, 200, "token");
+}
+
+/**
+ * What a TOTP check computes beyond a session check, in this process: unsealing the secret with the master
+ * key and verifying a code against three time steps (the worst case: a wrong code), per code.
+ */
+async function totpVerificationMicros(): Promise<number> {
+  const masterKey = randomBytes(32);
+  const { sealed } = newTotpSecret(masterKey, "instance", "user");
+  const factor = {
+    id: "totp",
+    type: "totp" as const,
+    active: true,
+    name: "",
+    data: { secret_sealed: sealed },
+    createdAt: new Date(),
+    changedAt: new Date(),
+  };
+  const now = new Date();
+  const n = 2000;
+  for (let i = 0; i < 200; i++) await totpStep(masterKey, "instance", "user", factor, "000000", now);
+  const started = performance.now();
+  for (let i = 0; i < n; i++) await totpStep(masterKey, "instance", "user", factor, "000000", now);
+  return ((performance.now() - started) * 1000) / n;
+}
+
+/** Who signs in: a login name, and a TOTP authenticator when the sign-in takes a second factor. */
+interface SignInAccount {
+  loginName: string;
+  totp?: { nextCode(): Promise<string> };
+}
+
+/**
+ * Users with the admin's password and an active TOTP authenticator, made through the users API. A code is
+ * accepted once per time step (and never for an earlier step than the last one used), so each sign-in takes
+ * the next user round-robin with the current step's code, or the next step's (±1 step is accepted), and a
+ * user is used at most twice per 30 s step: `count` users carry about `count` / 15 sign-ins per second.
+ */
+async function totpAccounts(count: number): Promise<() => SignInAccount> {
+  const headers = { ...auth, "content-type": "application/json" };
+  const accounts: Array<{ loginName: string; secret: string; lastStep: number }> = [];
+  const prefix = `totp-${process.pid}-${Date.now().toString(36)}`;
+  for (let i = 0; i < count; i++) {
+    const loginName = `${prefix}-${i}`;
+    const created = await fetch(`${url}/resources/v3alpha/users`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        username: loginName,
+        human: {
+          profile: { given_name: "Bench", family_name: `TOTP ${i}` },
+          email: { address: `${loginName}@bench.example`, is_verified: true },
+          password: { password: ADMIN_PASSWORD },
+        },
+      }),
+    });
+    if (created.status !== 201)
+      throw new Error(`creating ${loginName}: ${created.status} ${await created.text()}`);
+    const { details } = (await created.json()) as { details: { id: string } };
+    const registered = await fetch(`${url}/resources/v3alpha/users/${details.id}/totp`, {
+      method: "POST",
+      headers,
+    });
+    const { secret } = (await registered.json()) as { secret: string };
+    const step = Math.floor(Date.now() / 30_000);
+    const verified = await fetch(`${url}/resources/v3alpha/users/${details.id}/totp/_verify`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ code: await generate({ secret, epoch: step * 30 }) }),
+    });
+    if (verified.status !== 200)
+      throw new Error(`TOTP of ${loginName}: ${verified.status} ${await verified.text()}`);
+    accounts.push({ loginName, secret, lastStep: step });
+  }
+  let next = 0;
+  return () => {
+    for (let tried = 0; tried < accounts.length; tried++) {
+      const account = accounts[next];
+      next = (next + 1) % accounts.length;
+      const now = Math.floor(Date.now() / 30_000);
+      const step = Math.max(account.lastStep + 1, now);
+      if (step > now + 1) continue; // used twice in this step already
+      account.lastStep = step;
+      return {
+        loginName: account.loginName,
+        totp: { nextCode: () => generate({ secret: account.secret, epoch: step * 30 }) },
+      };
+    }
+    throw new Error("every TOTP user signed in twice in this time step: raise BENCH_TOTP_USERS");
+  };
 }
 
 /** Runs `once` from `concurrency` loops for `seconds`; completions per second and their latencies. */
@@ -805,24 +912,43 @@ async function signInScenario(): Promise<void> {
   const verifyRaw = async () => {
     if (!(await verifyPassword(hash, ADMIN_PASSWORD))) throw new Error("argon2id verify failed");
   };
-  if (warmup > 0) await closedLoop(signInClients, warmup, () => signInOnce(app));
+  const totpMicros = await totpVerificationMicros();
+  console.log(
+    `  TOTP verification (unseal the secret, otplib verify ±1 step): ${totpMicros.toFixed(0)} µs per code`,
+  );
+  // the same sign-in with a second factor: users with a TOTP authenticator (BENCH_TOTP_USERS, default 200)
+  const nextTotpAccount = await totpAccounts(Number(process.env.BENCH_TOTP_USERS ?? 200));
+  const signInWithTotp = () => signInOnce(app, nextTotpAccount());
+  if (warmup > 0) {
+    await closedLoop(signInClients, warmup, () => signInOnce(app));
+    await closedLoop(signInClients, warmup, signInWithTotp);
+  }
   type Run = Awaited<ReturnType<typeof closedLoop>>;
+  type Cpu = { bench: number; server: number; postgres: number | null };
   const argonRuns: Run[] = [];
   const signInRuns: Run[] = [];
-  const cpuRuns: Array<{ bench: number; server: number; postgres: number | null }> = [];
-  for (let round = 0; round < rounds; round++) {
-    argonRuns.push(await closedLoop(4, Math.min(duration, 5), verifyRaw));
+  const totpRuns: Run[] = [];
+  const cpuRuns: Cpu[] = [];
+  const totpCpuRuns: Cpu[] = [];
+  const measured = async (once: () => Promise<void>, cpus: Cpu[]) => {
     const before = await cpuNow();
-    const run = await closedLoop(signInClients, duration, () => signInOnce(app));
+    const run = await closedLoop(signInClients, duration, once);
     const after = await cpuNow();
-    signInRuns.push(run);
     const n = Math.max(1, run.count);
-    cpuRuns.push({
+    cpus.push({
       bench: (after.bench - before.bench) / n,
       server: (after.server - before.server) / n,
       postgres:
         after.postgres === null || before.postgres === null ? null : (after.postgres - before.postgres) / n,
     });
+    return run;
+  };
+  for (let round = 0; round < rounds; round++) {
+    argonRuns.push(await closedLoop(4, Math.min(duration, 5), verifyRaw));
+    // alternating which goes first, so both see the same neighbours' load
+    if (round % 2) totpRuns.push(await measured(signInWithTotp, totpCpuRuns));
+    signInRuns.push(await measured(() => signInOnce(app), cpuRuns));
+    if (round % 2 === 0) totpRuns.push(await measured(signInWithTotp, totpCpuRuns));
   }
   const mid = (runs: Run[], pick: (r: Run) => number) =>
     runs.map(pick).sort((a, b) => a - b)[Math.floor(runs.length / 2)];
@@ -832,8 +958,8 @@ async function signInScenario(): Promise<void> {
       `${rounds > 1 ? `, median of ${rounds} rounds alternating with the raw argon2id measurement` : ""}`,
   );
   const ratios = signInRuns.map((r, i) => (r.perSecond / argonRuns[i].perSecond).toFixed(2));
-  const cpuMid = (pick: (c: (typeof cpuRuns)[number]) => number | null) => {
-    const values = cpuRuns
+  const cpuMid = (pick: (c: Cpu) => number | null, runs: Cpu[] = cpuRuns) => {
+    const values = runs
       .map(pick)
       .filter((v): v is number => v !== null)
       .sort((a, b) => a - b);
@@ -843,6 +969,12 @@ async function signInScenario(): Promise<void> {
     `CPU ms per sign-in: server ${cpuMid((c) => c.server)}, load generator ${cpuMid((c) => c.bench)}` +
     `${backend.env.DATABASE_URL ? `, PostgreSQL backends ${cpuMid((c) => c.postgres)}` : ""}`;
   console.log(`  signin: ${cpuNote}`);
+  const totpCpuNote =
+    `CPU ms per sign-in: server ${cpuMid((c) => c.server, totpCpuRuns)}, load generator ${cpuMid((c) => c.bench, totpCpuRuns)}` +
+    `${backend.env.DATABASE_URL ? `, PostgreSQL backends ${cpuMid((c) => c.postgres, totpCpuRuns)}` : ""}`;
+  console.log(`  signin with TOTP: ${totpCpuNote}`);
+  const withTotp = totpRuns.map((r, i) => (r.perSecond / signInRuns[i].perSecond).toFixed(2));
+  const totpError = totpRuns.find((r) => r.firstError)?.firstError;
   const firstError = signInRuns.find((r) => r.firstError)?.firstError;
   record({
     group: "signin",
@@ -860,6 +992,23 @@ async function signInScenario(): Promise<void> {
     note:
       `sign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password); ${cpuNote}` +
       (firstError ? `; first error: ${firstError}` : ""),
+  });
+  record({
+    group: "signin",
+    scenario: `full browser sign-ins with password + TOTP (${signInClients} browsers)`,
+    rps: mid(totpRuns, (r) => r.perSecond),
+    p50: mid(totpRuns, (r) => r.p50),
+    p99: mid(totpRuns, (r) => r.p99),
+    errors: totpRuns.reduce((n, r) => n + r.errors, 0),
+    reference: {
+      name: "the password-only sign-ins of the same rounds",
+      rps: mid(signInRuns, (r) => r.perSecond),
+      p50: mid(signInRuns, (r) => r.p50),
+      p99: mid(signInRuns, (r) => r.p99),
+    },
+    note:
+      `with TOTP / password only, per round: ${withTotp.join(", ")}; the TOTP verification itself ${totpMicros.toFixed(0)} µs per code (3 more requests: the TOTP page, its post and the completion after it); ${totpCpuNote}` +
+      (totpError ? `; first error: ${totpError}` : ""),
   });
 }
 

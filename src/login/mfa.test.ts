@@ -94,14 +94,14 @@ describe("login policy in the login UI", () => {
       )
     )[0];
 
-  it("a user with one second factor goes from the password to its page, and completes once it passed", async () => {
+  it("a user with one second factor goes from the password straight to its page, and completes once it passed", async () => {
     const userId = await addHuman(platform, "olga", PASSWORD);
     await userEvents(userId, defaultOrgId, [UserEvent.otpEmailAdded]);
     const browser = new HttpBrowser(platform.url);
     const request = await createAuthRequest(platform);
     const posted = await password(browser, request.id, "olga");
     const { paths } = await walk(browser, posted.location!);
-    assert.deepEqual(paths, ["/ui/login/complete", "/ui/login/mfa", "/ui/login/mfa/otp-email"]);
+    assert.deepEqual(paths, ["/ui/login/complete", "/ui/login/mfa/otp-email"]);
     assert.equal(platform.completer.completionOf(request.id), undefined, "not completed without the factor");
 
     // the code passed (the otp page does this through the sessions domain)
@@ -130,7 +130,7 @@ describe("login policy in the login UI", () => {
       password: PASSWORD,
     });
     const walked = await walk(browser, posted2.location!);
-    assert.deepEqual(walked.paths, ["/ui/login/complete", "/ui/login/mfa", "/ui/login/mfa/otp-email"]);
+    assert.deepEqual(walked.paths, ["/ui/login/complete", "/ui/login/mfa/otp-email"]);
     assert.equal(platform.completer.completionOf(again.id), undefined);
   });
 

@@ -7,6 +7,7 @@
 import type { FastifyInstance } from "fastify";
 import { pendingStep, sessionsNow } from "../sessions.ts";
 import { entryUrl, type Query, type StepKit, stepUrl } from "./kit.ts";
+import { secondFactorPage } from "./mfa/choose.ts";
 
 export function completeStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -21,6 +22,8 @@ export function completeStep(ui: FastifyInstance, kit: StepKit): void {
     // the password again, or a new one, before any sign-in completes
     const policy = await login.loginPolicy(authRequest.instanceId, authRequest.orgId ?? session.orgId);
     const pending = pendingStep(authRequest, session, await sessionsNow(db, [session]), policy);
+    if (pending === "mfa")
+      return reply.redirect(stepUrl(secondFactorPage(session, policy), authRequest.id), 302);
     if (pending) return reply.redirect(stepUrl(pending, authRequest.id), 302);
     return kit.complete(request, reply, authRequest, session);
   });

@@ -8,7 +8,8 @@
 import type { FastifyInstance } from "fastify";
 import type { FactorType } from "../../../query/user-factors.ts";
 import { sendPage } from "../../render.ts";
-import { allowedSecondFactors } from "../../sessions.ts";
+import type { SignInPolicy } from "../../second-factor.ts";
+import { allowedSecondFactors, type LoginSession } from "../../sessions.ts";
 import { accountView, type Query, type StepKit, stepUrl } from "../kit.ts";
 import { signInAt } from "./sign-in.ts";
 
@@ -23,6 +24,28 @@ const FACTOR_PAGES: Partial<Record<FactorType, { page: string; label: string }>>
   otp_sms: { page: "mfa/otp-sms", label: "mfaChoose.otpSms" },
 };
 
+/** The ways to answer the second factor: each kind's page once, and the recovery codes' page apart. */
+function secondFactorChoice(session: LoginSession, policy: SignInPolicy) {
+  const options: Array<{ page: string; label: string }> = [];
+  for (const type of allowedSecondFactors(session, policy)) {
+    const option = FACTOR_PAGES[type];
+    if (option && !options.some((o) => o.page === option.page)) options.push(option);
+  }
+  const recovery = session.factors?.includes("recovery_codes")
+    ? { page: "mfa/recovery", label: "mfaChoose.recovery" }
+    : undefined;
+  return { options, recovery };
+}
+
+/**
+ * The page a sign-in needing its second factor goes to: the factor's own page when there is a single way
+ * to answer (saving the browser the choice's redirect), else the choice.
+ */
+export function secondFactorPage(session: LoginSession, policy: SignInPolicy): string {
+  const { options, recovery } = secondFactorChoice(session, policy);
+  return options.length === 1 && !recovery ? options[0].page : "mfa";
+}
+
 export function mfaChooseStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
   ui.get<{ Querystring: Query }>("/login/mfa", async (request, reply) => {
@@ -32,14 +55,7 @@ export function mfaChooseStep(ui: FastifyInstance, kit: StepKit): void {
     const state = await signInAt(kit, request, reply, authRequest, "mfa", 302);
     if (!state) return reply;
     const { session, policy } = state;
-    const options: Array<{ page: string; label: string }> = [];
-    for (const type of allowedSecondFactors(session, policy)) {
-      const option = FACTOR_PAGES[type];
-      if (option && !options.some((o) => o.page === option.page)) options.push(option);
-    }
-    const recovery = session.factors?.includes("recovery_codes")
-      ? { page: "mfa/recovery", label: "mfaChoose.recovery" }
-      : undefined;
+    const { options, recovery } = secondFactorChoice(session, policy);
     if (options.length === 1 && !recovery)
       return reply.redirect(stepUrl(options[0].page, authRequest.id), 302);
     const context = await kit.pageFor(request, agent, authRequest, session.orgId);
