@@ -15,7 +15,7 @@ import { sendPage } from "../render.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 import { passkeySignInOptions } from "./passkey/sign-in.ts";
 
-/** Its template, ../templates/loginname.eta, and the `ui_state.page` of its errors. */
+/** Its template, ./loginname.eta, and the `ui_state.page` of its errors. */
 const PAGE = "loginname";
 const TEMPLATE = "steps/loginname";
 

@@ -6,10 +6,11 @@
  * for the login-name page's conditional mediation (the browser offers the passkeys in the name's autofill),
  * and is used up by a sign-in. Rate-limited per IP; one answer for every failure of the passkey itself.
  *
- * The login policy's `passwordless_allowed` gates the step, checked before anything is stored: off for the
- * sign-in (the auth request's organization, else the instance), the page is a 403 message page linking back
- * to the login-name page (its POST answers 303 to that page); off for the organization of the credential's
- * user (an auth request without organization), the POST answers 303 to the login-name page with the error.
+ * The login policy's `passwordless_allowed` gates the step, checked before anything is stored. Off for the
+ * sign-in (the auth request's organization, else the instance): the page is a 403 message page linking
+ * back to the login-name page, and its POST answers 303 back to it. Off for the organization of the
+ * credential's user (an auth request without organization): the POST answers 303 to the login-name page
+ * with the error.
  */
 import { generateAuthenticationOptions } from "@simplewebauthn/server";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
