@@ -72,7 +72,7 @@ export interface UiState {
   values?: Record<string, string>;
   /** Per-field error message keys. */
   fieldErrors?: Record<string, string>;
-  /** The open passkey sign-in challenge of this request (steps/passkey.ts), whatever the page. */
+  /** The open passkey sign-in challenge of this request (steps/passkey/sign-in.ts), whatever the page. */
   passkey?: { challenge: string; rpId: string; origins: string[]; createdAt: string };
 }
 

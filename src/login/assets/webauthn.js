@@ -1,4 +1,4 @@
-// The login UI's WebAuthn forms (src/login/steps/passkey.ts, mfa-webauthn.ts, the passkey registrations).
+// The login UI's WebAuthn forms (src/login/steps/passkey/, mfa/webauthn.ts, the passkey registrations).
 // A form with data-webauthn="create" | "get" | "conditional" carries the server's options (JSON, binary
 // fields base64url) in data-options: on submit (at once for "conditional", where the browser offers the
 // passkeys in the login name's autofill) it asks the browser, puts the credential as JSON into the form's

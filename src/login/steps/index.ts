@@ -12,10 +12,10 @@
  *   POST /ui/login/loginname
  *   GET  /ui/login/password           password of the login name or of the chosen session
  *   POST /ui/login/password           rate-limited per IP and per login name
- *   GET  /ui/login/passkey            "Sign in with a passkey" (passwordless; passkey)
- *   POST /ui/login/passkey            rate-limited per IP
- *   GET  /ui/login/mfa/webauthn       a security key as second factor; /mfa/setup/u2f registers one
- *   POST /ui/login/mfa/webauthn       (mfa-webauthn)
+ *   GET  /ui/login/passkey            "Sign in with a passkey" (passwordless; passkey/sign-in; the
+ *   POST /ui/login/passkey            registration page of passkeys and security keys: passkey/register)
+ *   GET  /ui/login/mfa/webauthn       a security key as second factor (mfa/webauthn); /mfa/setup/u2f
+ *   POST /ui/login/mfa/webauthn       registers one (mfa/setup-u2f); each rate-limited per IP
  *   GET  /ui/login/select             account picker (the browser's sessions)
  *   POST /ui/login/select
  *   GET  /ui/login/register           registration (prompt=create, "Create an account")
@@ -53,7 +53,7 @@
  *   GET  /ui/login/language           the language picker's links: keeps the choice in a cookie (language)
  *
  * A new step: a module here (./<step>.ts for /ui/login/<step>, a family of steps in a folder such as
- * ./idp/) exporting a `Step`, added to STEPS below.
+ * ./idp/, ./mfa/ or ./passkey/) exporting a `Step`, added to STEPS below.
  */
 import formbody from "@fastify/formbody";
 import rateLimit from "@fastify/rate-limit";
@@ -86,8 +86,9 @@ import { loginNameStep } from "./loginname.ts";
 import { mfaChooseStep } from "./mfa/choose.ts";
 import { OTP_STEPS } from "./mfa/otp-steps.ts";
 import { mfaSetupStep } from "./mfa/setup.ts";
-import { mfaWebAuthnStep } from "./mfa-webauthn.ts";
-import { passkeyStep } from "./passkey.ts";
+import { mfaSetupU2fStep } from "./mfa/setup-u2f.ts";
+import { mfaWebAuthnStep } from "./mfa/webauthn.ts";
+import { passkeyStep } from "./passkey/sign-in.ts";
 import { passwordStep } from "./password.ts";
 import { passwordChangeStep } from "./password-change.ts";
 import { passwordResetStep } from "./password-reset.ts";
@@ -106,6 +107,7 @@ const STEPS: readonly Step[] = [
   passwordStep,
   passkeyStep,
   mfaWebAuthnStep,
+  mfaSetupU2fStep,
   selectStep,
   registerStep,
   idpStartStep,

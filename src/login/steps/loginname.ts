@@ -13,9 +13,9 @@ import { NotFoundError } from "../../errors.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
-import { passkeySignInOptions } from "./passkey.ts";
+import { passkeySignInOptions } from "./passkey/sign-in.ts";
 
-/** Its template, ../templates/loginname.eta, and the `ui_state.page` of its errors. */
+/** Its template, ./loginname.eta, and the `ui_state.page` of its errors. */
 const PAGE = "loginname";
 const TEMPLATE = "steps/loginname";
 

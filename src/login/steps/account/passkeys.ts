@@ -12,7 +12,7 @@ import type { Translator } from "../../i18n.ts";
 import type { Login } from "../../login.ts";
 import { onSignedInUser } from "../../webauthn.ts";
 import { accountView, field, type Query, type StepKit } from "../kit.ts";
-import { finishRegistration, sendRegistrationPage } from "../passkey-register.ts";
+import { finishRegistration, sendRegistrationPage } from "../passkey/register.ts";
 import { accountPost, accountUrl, redirectWithOutcome } from "./kit.ts";
 
 /** The section's list: the user's active passkeys and security keys, oldest first. */

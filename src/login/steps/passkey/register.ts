@@ -5,13 +5,16 @@
  * the domain functions the users API's CreatePasskey and VerifyPasskey use.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { PasskeyType } from "../../domain/user/events.ts";
-import { startPasskeyRegistration, verifyPasskeyRegistration } from "../../domain/user/factors/passkeys.ts";
-import { InvalidArgumentError, PlatformError } from "../../errors.ts";
-import { newId } from "../../id.ts";
-import { type PageContext, sendPage } from "../render.ts";
-import { loginRelyingParty, onSignedInUser, postedCredential } from "../webauthn.ts";
-import { type accountView, type Body, field, type StepKit } from "./kit.ts";
+import type { PasskeyType } from "../../../domain/user/events.ts";
+import {
+  startPasskeyRegistration,
+  verifyPasskeyRegistration,
+} from "../../../domain/user/factors/passkeys.ts";
+import { InvalidArgumentError, PlatformError } from "../../../errors.ts";
+import { newId } from "../../../id.ts";
+import { type PageContext, sendPage } from "../../render.ts";
+import { loginRelyingParty, onSignedInUser, postedCredential } from "../../webauthn.ts";
+import { type accountView, type Body, field, type StepKit } from "../kit.ts";
 
 /** Starts a registration for `userId` and sends the page asking the browser for the credential. */
 export async function sendRegistrationPage(
@@ -50,7 +53,7 @@ export async function sendRegistrationPage(
   return sendPage(
     reply,
     context,
-    "steps/passkey-register",
+    "steps/passkey/register",
     {
       title: t(page.type === "u2f" ? "passkeyRegister.titleU2f" : "passkeyRegister.titlePasskey"),
       account: page.account,

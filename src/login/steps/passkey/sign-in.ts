@@ -4,21 +4,28 @@
  * the credential's. A passed assertion checks the browser's session of that user, or creates one, with the
  * `webauthn` factor, then completes. The challenge is kept on the auth request (`ui_state.passkey`), also
  * for the login-name page's conditional mediation (the browser offers the passkeys in the name's autofill),
- * and is used up by a sign-in. Rate-limited per IP; one answer for every failure.
+ * and is used up by a sign-in. Rate-limited per IP; one answer for every failure of the passkey itself.
+ *
+ * The login policy's `passwordless_allowed` gates the step, checked before anything is stored. Off for the
+ * sign-in (the auth request's organization, else the instance): the page is a 403 message page linking
+ * back to the login-name page, and its POST answers 303 back to it. Off for the organization of the
+ * credential's user (an auth request without organization): the POST answers 303 to the login-name page
+ * with the error.
  */
 import { generateAuthenticationOptions } from "@simplewebauthn/server";
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import { checkSession, createSession } from "../../domain/session/commands.ts";
-import { credentialIdOf, WEBAUTHN_TIMEOUT_MS, webAuthnCheck } from "../../domain/user/factors/webauthn.ts";
-import { PlatformError } from "../../errors.ts";
-import { factorByCredentialId } from "../../query/user-factors.ts";
-import type { AuthRequest } from "../auth-requests.ts";
-import { sendPage } from "../render.ts";
-import { loginRelyingParty, postedCredential } from "../webauthn.ts";
-import { type Body, errorOn, type Query, type StepKit, stepUrl } from "./kit.ts";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { checkSession, createSession } from "../../../domain/session/commands.ts";
+import { credentialIdOf, WEBAUTHN_TIMEOUT_MS, webAuthnCheck } from "../../../domain/user/factors/webauthn.ts";
+import { PlatformError } from "../../../errors.ts";
+import { factorByCredentialId } from "../../../query/user-factors.ts";
+import type { AuthRequest } from "../../auth-requests.ts";
+import { sendPage } from "../../render.ts";
+import { loginRelyingParty, postedCredential } from "../../webauthn.ts";
+import { type Body, errorOn, type Query, type StepKit, stepUrl } from "../kit.ts";
 
 const PAGE = "passkey";
-const TEMPLATE = "steps/passkey";
+const NOT_ALLOWED = "error.passkeyNotAllowed";
+const TEMPLATE = "steps/passkey/sign-in";
 
 /**
  * The request options of a passkey sign-in for `authRequest`, its challenge kept on the request (the
@@ -52,12 +59,26 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
   const { db, eventStore } = login.deps;
 
+  const passwordlessAllowed = async (instanceId: string, orgId: string | undefined) =>
+    (await login.loginPolicy(instanceId, orgId)).passwordless_allowed;
+
+  const notAllowedPage = (request: FastifyRequest, reply: FastifyReply, authRequest?: AuthRequest) =>
+    kit.sendMessage(request, reply, {
+      status: 403,
+      title: "passkey.title",
+      message: NOT_ALLOWED,
+      authRequest,
+      link: { url: stepUrl("loginname", authRequest?.id), text: "error.back" },
+    });
+
   ui.get<{ Querystring: Query }>("/login/passkey", async (request, reply) => {
     const agent = login.userAgent(request, reply);
+    const instanceId = login.instanceId(request);
     if (!request.query.authRequest) {
+      if (!(await passwordlessAllowed(instanceId, undefined))) return notAllowedPage(request, reply);
       // the UI's own sign-in (to the account page): a request of its own first
       const own = await login.authRequests.create({
-        instanceId: login.instanceId(request),
+        instanceId,
         clientId: "",
         redirectUri: "/",
         responseType: "code",
@@ -68,6 +89,8 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     }
     const authRequest = await kit.loadRequest(request, reply, agent, request.query.authRequest);
     if (!authRequest) return reply;
+    if (!(await passwordlessAllowed(instanceId, authRequest.orgId)))
+      return notAllowedPage(request, reply, authRequest);
     const context = await kit.pageFor(request, agent, authRequest);
     const { t } = context.translator;
     const error = errorOn(authRequest, PAGE).error;
@@ -90,9 +113,12 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     if (!agent) return reply;
     const authRequest = await kit.requestOfForm(request, reply, agent);
     if (!authRequest) return reply;
+    const instanceId = login.instanceId(request);
+    // the page says it is not allowed
+    if (!(await passwordlessAllowed(instanceId, authRequest.orgId)))
+      return reply.redirect(stepUrl(PAGE, authRequest.id), 303);
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
     if (tooMany) return tooMany;
-    const instanceId = login.instanceId(request);
     const fail = async () => {
       await login.authRequests.setUiState(authRequest, { page: PAGE, error: "error.passkeyFailed" });
       return reply.redirect(stepUrl(PAGE, authRequest.id), 303);
@@ -106,6 +132,11 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     // only users of the requested organization can sign in to it
     if (!credential || (authRequest.orgId !== undefined && credential.orgId !== authRequest.orgId))
       return fail();
+    // the policy of the user's organization (checked above when the request names one)
+    if (authRequest.orgId === undefined && !(await passwordlessAllowed(instanceId, credential.orgId))) {
+      await login.authRequests.setUiState(authRequest, { page: "loginname", error: NOT_ALLOWED });
+      return reply.redirect(stepUrl("loginname", authRequest.id), 303);
+    }
     const check = webAuthnCheck(response, {
       challenge: challenge.challenge,
       rpId: challenge.rpId,
