@@ -138,7 +138,10 @@ describe("second factors in Chromium", () => {
     const request = await signInWithPassword(page);
 
     assert.equal(await heading(page), "Set up a second factor");
-    assert.match(await page.locator(".intro").innerText(), /Your organization requires a second factor/);
+    assert.match(
+      (await page.locator(".intro").textContent()) ?? "",
+      /Your organization requires a second factor/,
+    );
     assert.equal(await page.getByRole("button", { name: "Skip for now" }).count(), 0);
     assert.deepEqual(await axeViolations(page), []);
     await page.getByRole("link", { name: "Authenticator app" }).click();
@@ -190,7 +193,7 @@ describe("second factors in Chromium", () => {
     const page = signedIn;
     await page.goto(`${platform.url}/`);
     const section = page.getByRole("region", { name: "Two-step verification" });
-    assert.match(await section.innerText(), /An authenticator app is set up\./);
+    assert.match((await section.textContent()) ?? "", /An authenticator app is set up\./);
     assert.ok(await page.getByRole("region", { name: "Passkeys and security keys" }).isVisible());
     assert.deepEqual(await axeViolations(page), []);
 
@@ -198,11 +201,11 @@ describe("second factors in Chromium", () => {
     recoveryCodes = (await page.locator(".recovery-codes code").allTextContents()).map((c) => c.trim());
     assert.equal(recoveryCodes.length, 10);
     assert.equal(new Set(recoveryCodes).size, 10);
-    assert.match(await section.innerText(), /10 recovery codes left\./);
+    assert.match((await section.textContent()) ?? "", /10 recovery codes left\./);
     assert.deepEqual(await axeViolations(page), []);
 
     await section.getByRole("button", { name: "Turn on codes by e-mail" }).click();
-    assert.match(await section.innerText(), /On: a code is e-mailed to your address/);
+    assert.match((await section.textContent()) ?? "", /On: a code is e-mailed to your address/);
     // shown once: a reload lists none
     assert.equal(await page.locator(".recovery-codes code").count(), 0);
     assert.deepEqual(await axeViolations(page), []);
