@@ -72,8 +72,9 @@ export async function visitMfaPages(
   const user = `/resources/v3alpha/users/${securedId}`;
   const totp = await mail.rest("POST", `${user}/totp`);
   assert.equal(totp.status, 200, totp.text);
+  const secret = totp.json.secret as string;
   const verified = await mail.rest("POST", `${user}/totp/_verify`, {
-    json: { code: await generate({ secret: totp.json.secret }) },
+    json: { code: await generate({ secret }) },
   });
   assert.equal(verified.status, 200, verified.text);
   assert.equal((await mail.rest("POST", `${user}/otp_email`)).status, 200);
@@ -135,7 +136,8 @@ export async function visitMfaPages(
     await page.getByRole("link", { name: "Code from an authenticator app" }).click();
     await heading(page, /authenticator app/);
     await visit("mfa-totp", page);
-    await page.getByLabel("Authenticator code").fill("000000");
+    const wrong = (await generate({ secret })) === "000000" ? "111111" : "000000";
+    await page.getByLabel("Authenticator code").fill(wrong);
     await page.getByRole("button", { name: "Verify" }).click();
     await page.getByRole("alert").waitFor();
     await visit("mfa-totp-error", page);
