@@ -4,7 +4,8 @@
  * Runs a Platform in this process on a fresh embedded database and Debian's Chromium (CHROMIUM_PATH); the
  * pages of external identity providers (login-idp-*) come from a second Platform whose second instance is
  * the provider (test/idp-federation.ts). The pages of e-mailed codes (reset, verification, invitation)
- * open the links of messages a local SMTP server received (test/login-codes-walk.ts).
+ * open the links of messages a local SMTP server received (test/login-codes-walk.ts); the second-factor
+ * pages (login-mfa-*, login-passkey, login-account-security) come from test/mfa-walk.ts.
  */
 import path from "node:path";
 import type { Page } from "playwright-core";
@@ -22,6 +23,7 @@ import {
   visitLoginPages,
 } from "../test/login-browser.ts";
 import { addWalkMail, type CodePageName, visitCodePages } from "../test/login-codes-walk.ts";
+import { addMfaWalkOrgs, type MfaPageName, visitMfaPages } from "../test/mfa-walk.ts";
 
 const outDir = path.resolve(import.meta.dirname, "..", "docs", "images");
 const sizes = {
@@ -44,7 +46,9 @@ const codePeople = [
 try {
   await addWalkUsers(platform);
   await addIdpWalkSetup(federation);
+  const mfaOrgs = await addMfaWalkOrgs(mail, platform);
   const written: string[] = [];
+  let pictureSet = 0;
   for (const colorScheme of ["light", "dark"] as const) {
     for (const [size, viewport] of Object.entries(sizes)) {
       const options = {
@@ -54,7 +58,7 @@ try {
         locale: "en-US",
         timezoneId: "Europe/Zurich",
       };
-      const shoot = async (name: LoginPageName | IdpPageName | CodePageName, page: Page) => {
+      const shoot = async (name: LoginPageName | IdpPageName | CodePageName | MfaPageName, page: Page) => {
         // no text cursor blinking into the picture
         await page.evaluate("document.activeElement && document.activeElement.blur()");
         const file = path.join(outDir, `login-${name}-${colorScheme}-${size}.png`);
@@ -66,6 +70,7 @@ try {
       const people = codePeople.shift()!;
       await addHuman(platform, people.resetUser, PASSWORD);
       await visitCodePages(platform, client, browser, mail, people, options, shoot);
+      await visitMfaPages(platform, client, browser, mail, mfaOrgs, String(++pictureSet), options, shoot);
     }
   }
   console.log(`wrote ${written.length} screenshots to ${path.relative(process.cwd(), outDir)}`);
