@@ -21,6 +21,8 @@ const NOT_SECRET: Record<string, string> = {
   role_keys: "role names",
   password_change_required: "a flag",
   password_changed: "a flag (notification providers: a new SMTP password was stored)",
+  passkey_id: "the ID of a passkey, not the key",
+  credential_id: "a WebAuthn credential's public ID (the browser sends it with every assertion)",
 };
 
 /** Field names of the event payload types (src/domain/<aggregate>/events.ts). */
@@ -51,7 +53,15 @@ describe("event payloads leave the server without secrets", () => {
     assert.deepEqual(unclassified, [], "classify these payload fields in src/domain/redaction.ts");
     const removedButListed = Object.keys(NOT_SECRET).filter((n) => SECRET_KEY.test(n));
     assert.deepEqual(removedButListed, []);
-    for (const name of ["password_hash", "token_hash", "secret_hash", "user_agent_hash", "validation_token"])
+    for (const name of [
+      "password_hash",
+      "token_hash",
+      "secret_hash",
+      "user_agent_hash",
+      "validation_token",
+      "secret_sealed",
+      "hashes",
+    ])
       assert.ok(SECRET_KEY.test(name), name);
   });
 
