@@ -34,6 +34,7 @@ import type { AuthRequest } from "../../auth-requests.ts";
 import type { Login } from "../../login.ts";
 import type { LoginSession } from "../../sessions.ts";
 import type { UserAgent } from "../../user-agent.ts";
+import { completeOrContinue } from "../complete.ts";
 import { entryUrl, type StepKit, stepUrl } from "../kit.ts";
 
 /** The page of a second-factor step, `/ui/login/mfa/<name>`. */
@@ -195,10 +196,18 @@ export async function retry(
   return reply.redirect(mfaUrl(page.replace(/^mfa-/, "").replace(/^setup-/, "setup/"), authRequest.id), 303);
 }
 
-/** After a passed check: the sign-in goes on (the completion decides whether more is needed). */
-export async function passed(kit: StepKit, reply: FastifyReply, authRequest: AuthRequest) {
+/**
+ * After a passed check: the sign-in goes on where it stands, completed at once when nothing more is needed
+ * (`completeOrContinue`, the completion's own decision, without its redirect).
+ */
+export async function passed(
+  kit: StepKit,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  authRequest: AuthRequest,
+) {
   await kit.login.authRequests.setUiState(authRequest, {});
-  return reply.redirect(stepUrl("complete", authRequest.id), 303);
+  return completeOrContinue(kit, request, reply, authRequest);
 }
 
 /**

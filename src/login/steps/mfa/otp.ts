@@ -119,7 +119,7 @@ function otpStep(channel: Channel) {
         factors: [otpCheck(masterKeyOf(login), channel.type, code)],
       });
       if (!outcome.ok) return back(reply, authRequest, { error: outcome.error });
-      return passed(kit, reply, authRequest);
+      return passed(kit, request, reply, authRequest);
     });
 
     ui.post(`${route}/resend`, async (request, reply) => {

@@ -41,6 +41,6 @@ export function mfaRecoveryStep(ui: FastifyInstance, kit: StepKit): void {
       factors: [recoveryCodeCheck(masterKeyOf(login), code)],
     });
     if (!outcome.ok) return retry(kit, reply, authRequest, PAGE, outcome.error);
-    return passed(kit, reply, authRequest);
+    return passed(kit, request, reply, authRequest);
   });
 }

@@ -63,6 +63,6 @@ export function mfaSetupTotpStep(ui: FastifyInstance, kit: StepKit): void {
       factors: [totpEnrolmentCheck(masterKeyOf(login), code)],
     });
     if (!outcome.ok) return retry(kit, reply, authRequest, PAGE, outcome.error);
-    return passed(kit, reply, authRequest);
+    return passed(kit, request, reply, authRequest);
   });
 }

@@ -53,6 +53,6 @@ export function mfaTotpStep(ui: FastifyInstance, kit: StepKit): void {
       factors: [totpCheck(masterKeyOf(login), code)],
     });
     if (!outcome.ok) return retry(kit, reply, authRequest, PAGE, outcome.error);
-    return passed(kit, reply, authRequest);
+    return passed(kit, request, reply, authRequest);
   });
 }
