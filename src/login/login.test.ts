@@ -97,8 +97,11 @@ describe("login UI over HTTP", () => {
     const page = await browser.follow(`/ui/login?authRequest=${hinted.id}`);
     assert.match(
       page.text,
-      /name="loginName" type="text" autocomplete="username(?: webauthn)?"[^>]* value="alice@platform\.localhost"/,
+      /name="loginName" type="text" autocomplete="username"[^>]* value="alice@platform\.localhost"/,
     );
+    // nobody in the instance has a passkey: the link, but no autofill offer (nor its stored challenge)
+    assert.match(page.text, /href="\/ui\/login\/passkey\?authRequest=/);
+    assert.doesNotMatch(page.text, /data-webauthn="conditional"/);
 
     await addMachineUser(platform, { username: "robot" });
     const robot = await signIn(browser, (await createAuthRequest(platform)).id, "robot", WRONG);

@@ -7,9 +7,12 @@
  * The login policy decides the ways in: the login-name form (`allow_username_password`), the providers'
  * links (`allow_external_idp`) and "Sign in with a passkey" (`passwordless_allowed`).
  */
+
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { findUser } from "../../domain/session/commands.ts";
 import { NotFoundError } from "../../errors.ts";
+import { FactorState } from "../../query/user-factors.ts";
+import type { Queryable } from "../../storage/database.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
@@ -18,6 +21,15 @@ import { passkeySignInOptions } from "./passkey/sign-in.ts";
 /** Its template, ./loginname.eta, and the `ui_state.page` of its errors. */
 const PAGE = "loginname";
 const TEMPLATE = "steps/loginname";
+
+/** Whether any user of the instance has an active passkey (a discoverable credential to offer). */
+async function instanceHasPasskeys(db: Queryable, instanceId: string): Promise<boolean> {
+  const rows = await db.query<{ found: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM user_factors WHERE instance_id = $1 AND type = 'passkey' AND state = ${FactorState.active}) AS found`,
+    [instanceId],
+  );
+  return rows[0]?.found === true;
+}
 
 export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -50,9 +62,13 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
         registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
         idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
         passkeyUrl: passwordlessAllowed ? stepUrl("passkey", authRequest?.id) : undefined,
-        // the browser offers the passkeys in the login name's autofill (conditional mediation)
+        // the browser offers the passkeys in the login name's autofill (conditional mediation): only once
+        // someone in the instance has a passkey, since each offer stores its challenge on the auth request
         passkeyOptions:
-          passwordlessAllowed && policy.allow_username_password && authRequest
+          passwordlessAllowed &&
+          policy.allow_username_password &&
+          authRequest &&
+          (await instanceHasPasskeys(login.deps.db, authRequest.instanceId))
             ? await passkeySignInOptions(kit, request, authRequest)
             : undefined,
       },
