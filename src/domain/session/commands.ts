@@ -1,7 +1,9 @@
 /**
  * Session commands: create a session from a user check (and a password check), add checks to it, end it.
  * They use only the event store and the read models, so the API service and the login UI call the same
- * functions. The decisions themselves (`foldUser`, `foldSession`, `passwordCheckEvents`) are pure.
+ * functions. The decisions themselves (`foldSession` here, `foldUser` in ./user-facts.ts with the reads of
+ * a user's check facts, `passwordCheckEvents` in ./lockout.ts) are pure. Second factors plug in through
+ * ./factors.ts.
  *
  * Password checks count per user on the user aggregate, under the lockout policy (./lockout.ts): a wrong
  * password appends `user.password.check.failed` (with the end of a temporary lockout it starts, or
@@ -17,12 +19,10 @@ import {
   NotFoundError,
   PermissionDeniedError,
 } from "../../errors.ts";
-import { type EventStore, lastSequenceSql } from "../../eventstore/eventstore.ts";
+import type { EventStore } from "../../eventstore/eventstore.ts";
 import type { CommandTx, NewEvent, PushContext, StoredEvent } from "../../eventstore/types.ts";
 import { newId } from "../../id.ts";
-import type { Queryable } from "../../storage/database.ts";
-import { USER, UserEvent, UserState, UserType } from "../user/events.ts";
-import { usernameKey } from "../user/username.ts";
+import { USER } from "../user/events.ts";
 import {
   type ChallengeAddedPayload,
   type ChallengeType,
@@ -32,12 +32,19 @@ import {
 } from "./events.ts";
 import type { ChallengeMaker, FactorCheck, FactorContext, SessionChallenge } from "./factors.ts";
 import {
-  type LockoutState,
   lockedOutUntil,
   PasswordLockedOutError,
   type PasswordPolicy,
   passwordCheckEvents,
 } from "./lockout.ts";
+import {
+  assertCheckable,
+  type CheckedUser,
+  passwordCheckable,
+  passwordHashOf,
+  type UserForCheck,
+  userForCheck,
+} from "./user-facts.ts";
 
 export type {
   ChallengeMaker,
@@ -53,19 +60,16 @@ export {
   passwordPolicyOf,
 } from "./lockout.ts";
 
-/** How a user check names the user. */
-export type UserCheck = { userId: string } | { loginName: string };
-
-/** A user found by a user check. */
-export interface CheckedUser {
-  id: string;
-  orgId: string;
-  /**
-   * The user's check facts as `findUser` read them with the user (outside any transaction): a password
-   * check verifies against these first instead of reading them again (the transaction re-reads and decides).
-   */
-  read?: UserForCheck & { now: Date };
-}
+export {
+  assertCheckable,
+  type CheckedUser,
+  findUser,
+  foldUser,
+  passwordHashOf,
+  type UserCheck,
+  type UserForCheck,
+  userForCheck,
+} from "./user-facts.ts";
 
 /** The version of a session after a command (for `Details`). */
 export interface SessionVersion {
@@ -78,86 +82,6 @@ export interface SessionVersion {
 
 // ---------------------------------------------------------------------------------------------------------
 // Pure decisions
-
-/** What the session checks need to know about a user, folded from its events. */
-export interface UserForCheck extends LockoutState {
-  exists: boolean;
-  type?: number;
-  state: number;
-  orgId?: string;
-  passwordHash?: string;
-  /** The password was set with `change_required` (the login UI asks for a new one first). */
-  passwordChangeRequired?: boolean;
-}
-
-export function foldUser(events: readonly StoredEvent[]): UserForCheck {
-  const user: UserForCheck = { exists: false, state: UserState.active, failedAttempts: 0 };
-  const resetFailures = () => {
-    user.failedAttempts = 0;
-    user.lockedUntil = undefined;
-  };
-  for (const e of events) {
-    switch (e.type) {
-      case UserEvent.humanAdded:
-      case UserEvent.machineAdded:
-        user.exists = true;
-        user.type = e.type === UserEvent.humanAdded ? UserType.human : UserType.machine;
-        user.state = UserState.active;
-        user.orgId = e.resourceOwner;
-        user.passwordHash = (e.payload?.password_hash as string | undefined) ?? undefined;
-        user.passwordChangeRequired = e.payload?.password_change_required === true;
-        resetFailures();
-        break;
-      case UserEvent.passwordChanged:
-        user.passwordHash = (e.payload?.password_hash as string | undefined) ?? undefined;
-        user.passwordChangeRequired = e.payload?.change_required === true;
-        resetFailures();
-        break;
-      case UserEvent.passwordCheckFailed:
-      case UserEvent.factorCheckFailed: {
-        user.failedAttempts++;
-        const until = e.payload?.locked_until;
-        user.lockedUntil = typeof until === "string" ? new Date(until) : undefined;
-        break;
-      }
-      case UserEvent.passwordCheckSucceeded:
-      case UserEvent.factorCheckSucceeded:
-        resetFailures();
-        break;
-      case UserEvent.locked:
-        user.state = UserState.locked;
-        break;
-      case UserEvent.unlocked:
-        user.state = UserState.active;
-        resetFailures();
-        break;
-      case UserEvent.deactivated:
-        user.state = UserState.inactive;
-        break;
-      case UserEvent.reactivated:
-        user.state = UserState.active;
-        break;
-      case UserEvent.removed:
-        user.exists = false;
-        break;
-    }
-  }
-  return user;
-}
-
-/** Throws unless the user exists and may pass checks (active). */
-export function assertCheckable(user: UserForCheck): void {
-  if (!user.exists) throw new NotFoundError("user not found");
-  if (user.state === UserState.locked) throw new FailedPreconditionError("user is locked");
-  if (user.state === UserState.inactive) throw new FailedPreconditionError("user is inactive");
-}
-
-/** The hash a password check verifies against (FAILED_PRECONDITION for machines and users without one). */
-export function passwordHashOf(user: UserForCheck): string {
-  if (user.type === UserType.machine) throw new FailedPreconditionError("machine users have no password");
-  if (!user.passwordHash) throw new FailedPreconditionError("the user has no password");
-  return user.passwordHash;
-}
 
 /** A session, folded from its events. */
 export interface SessionState {
@@ -223,50 +147,6 @@ export function sessionEvent(
 // ---------------------------------------------------------------------------------------------------------
 // Commands
 
-/**
- * Finds the user a user check names, in the read model: by ID, or by login name (`username`, or
- * `username@<primary domain of the user's org>`), compared by `usernameKey` (normalized, case folded).
- * A whole username wins over username@domain; among users whose names share a key (possible only for
- * names created before the key existed) the exact spelling typed wins, then the oldest. NOT_FOUND
- * "user not found" otherwise.
- */
-export async function findUser(db: Queryable, instanceId: string, check: UserCheck): Promise<CheckedUser> {
-  let rows: Array<{ id: string; org_id: string } & Partial<CheckRow>>;
-  if ("userId" in check) {
-    rows = await db.query("SELECT id, org_id FROM users WHERE instance_id = $1 AND id = $2", [
-      instanceId,
-      check.userId,
-    ]);
-  } else {
-    const name = check.loginName;
-    // fullwidth ＠ is an @ too
-    const normalized = name.normalize("NFKC");
-    const at = normalized.lastIndexOf("@");
-    rows = await db.query(
-      `SELECT u.id, u.org_id, ${CHECK_COLUMNS} FROM users u JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id
-       WHERE u.instance_id = $1
-         AND (u.username_key = $2
-              OR (u.username_key = $3 AND o.primary_domain <> '' AND lower(o.primary_domain) = $4))
-       ORDER BY (u.username_key = $2) DESC, (u.username IN ($5, $6)) DESC, u.created_at, u.id LIMIT 1`,
-      [
-        instanceId,
-        usernameKey(name),
-        at > 0 ? usernameKey(normalized.slice(0, at)) : null,
-        at > 0 ? normalized.slice(at + 1).toLowerCase() : null,
-        name,
-        at > 0 ? normalized.slice(0, at) : name,
-      ],
-    );
-  }
-  if (rows.length === 0) throw new NotFoundError("user not found");
-  const row = rows[0];
-  return {
-    id: row.id,
-    orgId: row.org_id,
-    read: row.now === undefined ? undefined : toUserForCheck(row as CheckRow),
-  };
-}
-
 /** Verifies one password against hashes, remembering the result per hash (commands may run again). */
 function passwordVerifier(password: string) {
   const results = new Map<string, Promise<boolean>>();
@@ -297,68 +177,6 @@ interface CheckRun {
   prepare?: (tx: CommandTx) => Promise<void>;
   /** The session events to append once every check passed. */
   sessionEvents: (user: UserForCheck) => NewEvent[];
-}
-
-/** The users read model's columns of a check (`u`), with the database's clock. */
-const CHECK_COLUMNS = `u.type, u.state, u.org_id AS check_org_id, u.password_hash, u.password_change_required,
-  u.password_failed_attempts, u.password_locked_until, now() AS now`;
-
-type CheckRow = {
-  type: number | null;
-  state: number | null;
-  check_org_id: string | null;
-  password_hash: string | null;
-  password_change_required: boolean | null;
-  password_failed_attempts: number | null;
-  password_locked_until: Date | string | null;
-  now: Date | string;
-};
-
-function toUserForCheck(row: CheckRow): UserForCheck & { now: Date } {
-  const now = new Date(row.now);
-  if (row.type === null) return { exists: false, state: UserState.active, failedAttempts: 0, now };
-  return {
-    exists: true,
-    type: row.type,
-    state: row.state ?? UserState.active,
-    orgId: row.check_org_id ?? undefined,
-    passwordHash: row.password_hash ?? undefined,
-    passwordChangeRequired: row.password_change_required === true,
-    failedAttempts: row.password_failed_attempts ?? 0,
-    lockedUntil: row.password_locked_until ? new Date(row.password_locked_until) : undefined,
-    now,
-  };
-}
-
-/** The same facts as `foldUser`, from the users read model, with the database's clock (`now`). */
-export async function userForCheck(
-  q: Queryable,
-  instanceId: string,
-  userId: string,
-  options: { sequence?: boolean } = {},
-): Promise<UserForCheck & { now: Date; sequence?: number }> {
-  const rows = await q.query<CheckRow & { sequence?: number | string | null }>(
-    `SELECT ${CHECK_COLUMNS}${
-      // the user aggregate's last sequence, from the same snapshot (the command's optimistic lock)
-      options.sequence ? `, (${lastSequenceSql("$1", "$3", "$2")}) AS sequence` : ""
-    }
-     FROM (SELECT 1) AS one LEFT JOIN users u ON u.instance_id = $1 AND u.id = $2`,
-    options.sequence ? [instanceId, userId, USER] : [instanceId, userId],
-  );
-  const row = rows[0];
-  const sequence = options.sequence ? Number(row.sequence ?? 0) : undefined;
-  return { ...toUserForCheck(row), sequence };
-}
-
-/** Whether a password check would verify the password now (and not refuse before). */
-function passwordCheckable(user: UserForCheck, now: Date): user is UserForCheck & { passwordHash: string } {
-  return (
-    user.exists &&
-    user.state === UserState.active &&
-    user.type === UserType.human &&
-    user.passwordHash !== undefined &&
-    lockedOutUntil(user, now) === undefined
-  );
 }
 
 /**
