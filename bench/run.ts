@@ -8,7 +8,9 @@
 // BENCH_ONLY (api | oidc | signin | tracing | growth | caches | notifications; default all but tracing, growth and notifications; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
-// concurrent browsers, default 8), BENCH_JSON (append every row as a JSON line to this file),
+// concurrent browsers, default 8), BENCH_TOTP_USERS (the password + TOTP sign-ins' users, default 1000: each
+// signs in at most twice per 30 s step), BENCH_SIGNIN_STEPS (after the rounds, that many sign-ins of each
+// kind one at a time, CPU per request: ./signin-steps.ts), BENCH_JSON (append every row as a JSON line to this file),
 // BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts), BENCH_SERVER_NODE_ARGS (node
 // options for the server only, e.g. a CPU profile), BENCH_API_MATCH (only the API scenarios whose name
 // matches this regular expression, e.g. "create human user"; BENCH_OIDC_MATCH likewise for the OIDC ones).
@@ -18,7 +20,7 @@
 // this machine (same parameters, measured in this process while the server is idle).
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -29,6 +31,7 @@ import { hashPassword, verifyPassword } from "../src/crypto/password.ts";
 import { newTotpSecret, totpStep } from "../src/domain/user/factors/totp.ts";
 import { freshBackend } from "../test/helpers.ts";
 import { printTable, record } from "./report.ts";
+import { StepProbe } from "./signin-steps.ts";
 
 // BENCH_ONLY=tracing: the token endpoint with tracing off and on, servers of its own (./tracing.ts).
 if (process.env.BENCH_ONLY === "tracing") {
@@ -63,6 +66,10 @@ const signInClients = Number(process.env.BENCH_SIGNIN_CLIENTS ?? 8);
  * cores the server uses: see docs/operations.md, "Where the time goes".
  */
 const signInAgent = new http.Agent({ keepAlive: true, maxSockets: signInClients });
+/** Set while BENCH_SIGNIN_STEPS charges each request's CPU to its step (./signin-steps.ts). */
+let stepProbe: StepProbe | undefined;
+/** How often a TOTP sign-in waited for the next time step (every user used up: raise BENCH_TOTP_USERS). */
+let totpStalls = 0;
 const ADMIN_PASSWORD = "Bench-Password1!";
 /** The password-only sign-in's account. */
 const ADMIN_ACCOUNT: SignInAccount = { loginName: "admin" };
@@ -647,37 +654,45 @@ function benchBrowser() {
       }
       // redirects name the issuer's origin (this server) or a path on it
       const at = target.startsWith("http") ? target.indexOf("/", target.indexOf("//") + 2) : 0;
-      return new Promise((resolve, reject) => {
-        const request = http.request(
-          {
-            agent: signInAgent,
-            host: "localhost",
-            port,
-            method: init.method ?? (body === undefined ? "GET" : "POST"),
-            path: at < 0 ? "/" : target.slice(at),
-            headers,
-          },
-          (response) => {
-            for (const cookie of response.headers["set-cookie"] ?? []) {
-              const end = cookie.indexOf(";");
-              const pair = end < 0 ? cookie : cookie.slice(0, end);
-              const eq = pair.indexOf("=");
-              cookies.set(pair.slice(0, eq), pair.slice(eq + 1));
-            }
-            let text = "";
-            response.setEncoding("utf8");
-            response.on("data", (chunk: string) => {
-              text += chunk;
-            });
-            response.on("end", () =>
-              resolve({ status: response.statusCode ?? 0, location: response.headers.location ?? "", text }),
-            );
-            response.on("error", reject);
-          },
-        );
-        request.on("error", reject);
-        request.end(body);
-      });
+      const run = () =>
+        new Promise<{ status: number; location: string; text: string }>((resolve, reject) => {
+          const request = http.request(
+            {
+              agent: signInAgent,
+              host: "localhost",
+              port,
+              method: init.method ?? (body === undefined ? "GET" : "POST"),
+              path: at < 0 ? "/" : target.slice(at),
+              headers,
+            },
+            (response) => {
+              for (const cookie of response.headers["set-cookie"] ?? []) {
+                const end = cookie.indexOf(";");
+                const pair = end < 0 ? cookie : cookie.slice(0, end);
+                const eq = pair.indexOf("=");
+                cookies.set(pair.slice(0, eq), pair.slice(eq + 1));
+              }
+              let text = "";
+              response.setEncoding("utf8");
+              response.on("data", (chunk: string) => {
+                text += chunk;
+              });
+              response.on("end", () =>
+                resolve({
+                  status: response.statusCode ?? 0,
+                  location: response.headers.location ?? "",
+                  text,
+                }),
+              );
+              response.on("error", reject);
+            },
+          );
+          request.on("error", reject);
+          request.end(body);
+        });
+      if (!stepProbe) return run();
+      const method = init.method ?? (body === undefined ? "GET" : "POST");
+      return stepProbe.around(`${method} ${target.slice(Math.max(at, 0)).split("?")[0]}`, run);
     },
   };
 }
@@ -735,9 +750,9 @@ async function signInOnce(
   });
   const authorize = await browser.request(`/oauth/v2/authorize?${query}`);
   expect(authorize, 302, "authorize");
-  const entry = await browser.request(authorize.location);
-  expect(entry, 302, "login entry");
-  const loginPage = await browser.request(entry.location);
+  // the entry shows the login-name page (since issue 22; before, it redirected to /ui/login/loginname)
+  let loginPage = await browser.request(authorize.location);
+  if (loginPage.status === 302) loginPage = await browser.request(loginPage.location);
   expect(loginPage, 200, "login name page");
   const form = (html: string) => ({
     csrf: formField(html, "csrf"),
@@ -753,11 +768,17 @@ async function signInOnce(
     form: { ...form(passwordPage.text), password: ADMIN_PASSWORD },
   });
   expect(checked, 303, "password post");
-  let complete = await browser.request(checked.location);
-  expect(complete, 302, "completion");
+  // On to the client's redirect (the completion) or the second factor's page: since issue 22 the password's
+  // post answers either at once; before, it went through the completion page (/ui/login/complete).
+  let complete = checked;
+  while (!complete.location.startsWith(app.redirectUri)) {
+    complete = await browser.request(complete.location);
+    if (complete.status === 200 && account.totp) break;
+    expect(complete, 302, "completion");
+  }
   if (account.totp) {
-    // the second factor: completion → the TOTP page (the user's only factor) → its post
-    const totpPage = await browser.request(complete.location);
+    // the second factor: the TOTP page (the user's only factor) → its post
+    const totpPage = complete;
     expect(totpPage, 200, "TOTP page");
     const code = await account.totp.nextCode();
     const passed = await browser.request("/ui/login/mfa/totp", { form: { ...form(totpPage.text), code } });
@@ -808,16 +829,20 @@ interface SignInAccount {
 }
 
 /**
- * Users with the admin's password and an active TOTP authenticator, made through the users API. A code is
- * accepted once per time step (and never for an earlier step than the last one used), so each sign-in takes
- * the next user round-robin with the current step's code, or the next step's (±1 step is accepted), and a
- * user is used at most twice per 30 s step: `count` users carry about `count` / 15 sign-ins per second.
+ * Users with the admin's password and an active TOTP authenticator, made through the users API (eight at a
+ * time). A code is accepted once per time step (and never for an earlier step than the last one used), so
+ * each sign-in takes the next user round-robin with the current step's code, or the next step's (±1 step is
+ * accepted): a user signs in at most twice per 30 s step, and `count` users carry `count` / 15 sign-ins
+ * per second. Should every user be used up, a sign-in waits for the next step (a stall that shows in the
+ * latencies) rather than fail. The users are made also against a version without second factors (their
+ * TOTP refused: undefined, no such scenario), so that both versions measure on a database of the same size.
  */
-async function totpAccounts(count: number): Promise<(() => SignInAccount) | undefined> {
+async function totpAccounts(count: number): Promise<(() => Promise<SignInAccount>) | undefined> {
   const headers = { ...auth, "content-type": "application/json" };
   const accounts: Array<{ loginName: string; secret: string; lastStep: number }> = [];
   const prefix = `totp-${process.pid}-${Date.now().toString(36)}`;
-  for (let i = 0; i < count; i++) {
+  let supported = true;
+  const make = async (i: number) => {
     const loginName = `${prefix}-${i}`;
     const created = await fetch(`${url}/resources/v3alpha/users`, {
       method: "POST",
@@ -834,12 +859,16 @@ async function totpAccounts(count: number): Promise<(() => SignInAccount) | unde
     if (created.status !== 201)
       throw new Error(`creating ${loginName}: ${created.status} ${await created.text()}`);
     const { details } = (await created.json()) as { details: { id: string } };
+    if (!supported) return;
     const registered = await fetch(`${url}/resources/v3alpha/users/${details.id}/totp`, {
       method: "POST",
       headers,
     });
     // a version without second factors (bench:compare's older checkout): no such scenario
-    if (registered.status === 404 || registered.status === 501) return undefined;
+    if (registered.status === 404 || registered.status === 501) {
+      supported = false;
+      return;
+    }
     const { secret } = (await registered.json()) as { secret: string };
     const step = Math.floor(Date.now() / 30_000);
     const verified = await fetch(`${url}/resources/v3alpha/users/${details.id}/totp/_verify`, {
@@ -850,22 +879,33 @@ async function totpAccounts(count: number): Promise<(() => SignInAccount) | unde
     if (verified.status !== 200)
       throw new Error(`TOTP of ${loginName}: ${verified.status} ${await verified.text()}`);
     accounts.push({ loginName, secret, lastStep: step });
-  }
+  };
+  let made = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (made < count) await make(made++);
+    }),
+  );
+  if (!supported) return undefined;
   let next = 0;
-  return () => {
-    for (let tried = 0; tried < accounts.length; tried++) {
-      const account = accounts[next];
-      next = (next + 1) % accounts.length;
-      const now = Math.floor(Date.now() / 30_000);
-      const step = Math.max(account.lastStep + 1, now);
-      if (step > now + 1) continue; // used twice in this step already
-      account.lastStep = step;
-      return {
-        loginName: account.loginName,
-        totp: { nextCode: () => generate({ secret: account.secret, epoch: step * 30 }) },
-      };
+  return async () => {
+    for (;;) {
+      for (let tried = 0; tried < accounts.length; tried++) {
+        const account = accounts[next];
+        next = (next + 1) % accounts.length;
+        const now = Math.floor(Date.now() / 30_000);
+        const step = Math.max(account.lastStep + 1, now);
+        if (step > now + 1) continue; // used twice in this step already
+        account.lastStep = step;
+        return {
+          loginName: account.loginName,
+          totp: { nextCode: () => generate({ secret: account.secret, epoch: step * 30 }) },
+        };
+      }
+      // every user signed in twice in this step: the next one begins within 30 s
+      totpStalls++;
+      await new Promise((resolve) => setTimeout(resolve, 30_000 - (Date.now() % 30_000) + 10));
     }
-    throw new Error("every TOTP user signed in twice in this time step: raise BENCH_TOTP_USERS");
   };
 }
 
@@ -918,12 +958,21 @@ async function signInScenario(): Promise<void> {
   console.log(
     `  TOTP verification (unseal the secret, otplib verify ±1 step): ${totpMicros.toFixed(0)} µs per code`,
   );
-  // the same sign-in with a second factor: users with a TOTP authenticator (BENCH_TOTP_USERS, default 200)
-  const nextTotpAccount = await totpAccounts(Number(process.env.BENCH_TOTP_USERS ?? 200));
-  const signInWithTotp = nextTotpAccount && (() => signInOnce(app, nextTotpAccount()));
+  // the same sign-in with a second factor: users with a TOTP authenticator (BENCH_TOTP_USERS, default 1000)
+  const nextTotpAccount = await totpAccounts(Number(process.env.BENCH_TOTP_USERS ?? 1000));
+  const signInWithTotp = nextTotpAccount && (async () => signInOnce(app, await nextTotpAccount()));
   if (warmup > 0) {
     await closedLoop(signInClients, warmup, () => signInOnce(app));
     if (signInWithTotp) await closedLoop(signInClients, warmup, signInWithTotp);
+  }
+  // PostgreSQL: statistics of every table as the sign-ins leave them (sessions, codes, the users made
+  // above), so that no autovacuum runs during the measurements and no statement keeps a plan made while
+  // its tables were empty (the server's prepared statements are planned again after an ANALYZE)
+  if (backend.env.DATABASE_URL) {
+    const client = new pg.Client({ connectionString: backend.env.DATABASE_URL });
+    await client.connect();
+    await client.query("VACUUM ANALYZE");
+    await client.end();
   }
   type Run = Awaited<ReturnType<typeof closedLoop>>;
   type Cpu = { bench: number; server: number; postgres: number | null };
@@ -995,6 +1044,8 @@ async function signInScenario(): Promise<void> {
       `sign-ins / raw argon2id per round: ${ratios.join(", ")} (each sign-in verifies one password); ${cpuNote}` +
       (firstError ? `; first error: ${firstError}` : ""),
   });
+  const stepRuns = Number(process.env.BENCH_SIGNIN_STEPS ?? 0);
+  if (stepRuns > 0) await signInSteps(stepRuns, () => signInOnce(app), signInWithTotp);
   if (!signInWithTotp) return;
   record({
     group: "signin",
@@ -1011,6 +1062,7 @@ async function signInScenario(): Promise<void> {
     },
     note:
       `with TOTP / password only, per round: ${withTotp.join(", ")}; the TOTP verification itself ${totpMicros.toFixed(0)} µs per code (2 more requests: the TOTP page and its post, which completes); ${totpCpuNote}` +
+      (totpStalls ? `; ${totpStalls} sign-ins waited for the next time step (raise BENCH_TOTP_USERS)` : "") +
       (totpError ? `; first error: ${totpError}` : ""),
   });
 }
@@ -1049,4 +1101,37 @@ async function cpuNow(): Promise<{ bench: number; server: number; postgres: numb
     }
   }
   return { bench: (usage.user + usage.system) / 1000, server: ticks(child.pid!), postgres };
+}
+
+/** BENCH_SIGNIN_STEPS: `n` sign-ins of each kind one after the other, CPU per request (./signin-steps.ts). */
+async function signInSteps(n: number, password: () => Promise<void>, withTotp?: () => Promise<void>) {
+  // the backends of the bench's database: their command line names it ("postgres: user database host")
+  const database = backend.env.DATABASE_URL ? new URL(backend.env.DATABASE_URL).pathname.slice(1) : undefined;
+  const postgresPids = () => {
+    if (!database) return [];
+    const pids: number[] = [];
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(` ${database} `))
+          pids.push(Number(entry));
+      } catch {}
+    }
+    return pids;
+  };
+  const probe = new StepProbe(child.pid!, postgresPids);
+  for (const [title, once] of [
+    ["password sign-in", password],
+    ["password + TOTP sign-in", withTotp],
+  ] as const) {
+    if (!once) continue;
+    for (let i = 0; i < 5; i++) await once(); // warm, unmeasured
+    stepProbe = probe;
+    try {
+      for (let i = 0; i < n; i++) await once();
+    } finally {
+      stepProbe = undefined;
+    }
+    probe.print(title, n);
+  }
 }

@@ -3,7 +3,8 @@
  * MFA: the registration prompt without "Skip", enrolling an authenticator app from its QR code page (the
  * key read off the page, the code computed with otplib), the TOTP page of a later sign-in with a wrong and
  * a right code, recovery codes made on the account page and used once, and the choice page of a user with
- * two factors. Each sign-in is an OpenID Connect relying party's (openid-client) and its ID token says how
+ * two factors with the e-mail code's page, and the registration prompt with "Skip" where the instance's policy
+ * asks for it without forcing it. Each sign-in is an OpenID Connect relying party's (openid-client) and its ID token says how
  * (`amr`, `acr`). Every page passes axe (WCAG 2 A/AA) and runs under the login UI's CSP: any console error
  * (a CSP violation is one) fails the test.
  *
@@ -32,6 +33,8 @@ let app: ClientApp;
 let clientId: string;
 let config: client.Configuration;
 let userId: string;
+/** The settings API as the instance's owner. */
+let rest: ReturnType<typeof restClient>;
 /** Console errors and failed requests of every page of the file. */
 const problems: string[] = [];
 const contexts: BrowserContext[] = [];
@@ -55,7 +58,7 @@ before(async () => {
   config = await discover(platform.url, clientId, client.ClientSecretBasic(created.clientSecret!));
   // the organization forces a second factor; the instance's policy (no prompt) stays as it is
   const orgId = await addOrg(platform, "Acme");
-  const rest = restClient(platform, () => owner);
+  rest = restClient(platform, () => owner);
   const policy = await rest("PATCH", `/settings/v3alpha/login?ctx.org_id=${orgId}`, {
     json: { force_mfa: { set: true } },
   });
@@ -111,10 +114,10 @@ async function authorization() {
 }
 
 /** Starts an application's sign-in in `page` and gets past the login name and the password. */
-async function signInWithPassword(page: Page) {
+async function signInWithPassword(page: Page, loginName = "dora") {
   const request = await authorization();
   await page.goto(request.url);
-  await page.getByLabel("Login name").fill("dora");
+  await page.getByLabel("Login name").fill(loginName);
   await page.getByRole("button", { name: "Next" }).click();
   await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
   await page.getByRole("button", { name: "Sign in" }).click();
@@ -229,6 +232,14 @@ describe("second factors in Chromium", () => {
     assert.ok(await page.getByRole("link", { name: "Code from an authenticator app" }).isVisible());
     assert.ok(await page.getByRole("link", { name: "Code by e-mail" }).isVisible());
     assert.deepEqual(await axeViolations(page), []);
+    // the e-mail code's page (showing it sends a code), then back to the choice
+    await page.getByRole("link", { name: "Code by e-mail" }).click();
+    assert.equal(await heading(page), "Enter the code from your e-mail");
+    assert.ok(await page.getByLabel("Code", { exact: true }).isVisible());
+    assert.ok(await page.getByRole("button", { name: "Send a new code" }).isVisible());
+    assert.deepEqual(await axeViolations(page), []);
+    await page.getByRole("link", { name: "Choose another method" }).click();
+    assert.equal(await heading(page), "Confirm it's you");
     await page.getByRole("link", { name: "Use a recovery code" }).click();
 
     assert.equal(await heading(page), "Use a recovery code");
@@ -258,6 +269,27 @@ describe("second factors in Chromium", () => {
     await again.close();
 
     await signedIn.close();
+    assert.deepEqual(problems, []);
+  });
+
+  it("not forced: the prompt with Skip (the instance's skip lifetime); skipped, a password sign-in", async () => {
+    const policy = await rest("PATCH", "/settings/v3alpha/login", {
+      json: { mfa_init_skip_lifetime: { set: "3600s" } },
+    });
+    assert.equal(policy.status, 200, policy.text);
+    const ellaId = await addHuman(platform, "ella", PASSWORD, { givenName: "Ella", familyName: "Roth" });
+    const page = await freshPage();
+    const request = await signInWithPassword(page, "ella");
+
+    assert.equal(await heading(page), "Set up a second factor");
+    assert.match((await page.locator(".intro").textContent()) ?? "", /Protect your account/);
+    assert.ok(await page.getByRole("link", { name: "Authenticator app" }).isVisible());
+    assert.deepEqual(await axeViolations(page), []);
+    await page.getByRole("button", { name: "Skip for now" }).click();
+    const claims = await request.redeem(page);
+    assert.equal(claims.sub, ellaId);
+    assert.deepEqual(claims.amr, ["pwd"]);
+    await page.close();
     assert.deepEqual(problems, []);
   });
 });

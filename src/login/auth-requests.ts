@@ -311,9 +311,19 @@ export class AuthRequestStore {
     request.sessionId = undefined;
   }
 
-  /** Attaches the session chosen for the request (picker, re-authentication, after a password check). */
-  async attachSession(request: AuthRequest, sessionId: string): Promise<void> {
-    await this.update(request, "session_id = $3", [sessionId]);
+  /**
+   * Attaches the session chosen for the request (picker, re-authentication, after a password check);
+   * `clearUiState`: the page's error state goes in the same statement.
+   */
+  async attachSession(
+    request: AuthRequest,
+    sessionId: string,
+    options?: { clearUiState?: boolean },
+  ): Promise<void> {
+    if (options?.clearUiState) {
+      await this.update(request, "session_id = $3, ui_state = '{}'", [sessionId]);
+      request.uiState = {};
+    } else await this.update(request, "session_id = $3", [sessionId]);
     request.sessionId = sessionId;
   }
 

@@ -145,7 +145,7 @@ describe("login UI: codes by e-mail", () => {
     const old = await browser.submit(passwordPage, "/ui/login/password", { password: PASSWORD });
     assert.equal(alertOf(old.text), "The login name or password is wrong.", "the old password is gone");
     const done = await browser.submit(old, "/ui/login/password", { password: NEW_PASSWORD });
-    assert.equal(done.status, 302);
+    assert.equal(done.status, 303);
     assert.equal(new URL(done.location!).searchParams.get("code"), TestCompleter.codeFor(request.id));
     assert.equal(platform.completer.completionOf(request.id)?.session.userId, userId);
 
@@ -330,7 +330,7 @@ describe("login UI: codes by e-mail", () => {
     const fresh = new HttpBrowser(platform.url);
     const again = await toPasswordPage(fresh, "leo");
     const done = await fresh.submit(again.passwordPage, "/ui/login/password", { password: NEW_PASSWORD });
-    assert.equal(done.status, 302);
+    assert.equal(done.status, 303);
     assert.equal(platform.completer.completionOf(again.request.id)?.session.userId, userId);
   });
 

@@ -1,7 +1,8 @@
 /**
  * The login UI's services for its steps (./steps/) and for the OIDC protocol side: the auth request
  * store, the browser's sessions, the choice of a session for an auth request, sign-out, and sending a
- * completer's answer (redirect or form_post page) to the browser.
+ * completer's answer (redirect or form_post page) to the browser. The pages' language, texts and branding
+ * come from ./page-contexts.ts.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../config.ts";
@@ -15,27 +16,18 @@ import {
   loginDefaults,
   loginPolicyOf,
 } from "../domain/settings/login.ts";
-import { textsCategory } from "../domain/settings/texts.ts";
 import { NotFoundError } from "../errors.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
 import type { NotificationDelivery } from "../notifications/delivery.ts";
 import type { InstanceDirectory, InstanceInfo } from "../query/instances.ts";
-import { resolveSetting, type SettingsLayer } from "../query/settings.ts";
+import { resolveSetting } from "../query/settings.ts";
 import type { Database } from "../storage/database.ts";
-import { loginOverrides } from "../texts/overrides.ts";
 import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
-import { brandingOf, type PageBranding } from "./branding.ts";
+import type { PageBranding } from "./branding.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
-import {
-  chooseLanguage,
-  type LanguageChoice,
-  languageSettings,
-  type Translator,
-  translator,
-  withOverrides,
-} from "./i18n.ts";
-import { languageLinks, pickedLanguage, returnTarget } from "./language-picker.ts";
+import type { Translator } from "./i18n.ts";
+import { PageContexts } from "./page-contexts.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
   type LoginSession,
@@ -47,7 +39,13 @@ import {
   sessionsOfUserAgentHash,
 } from "./sessions.ts";
 import { SettingsLayerCache } from "./settings-cache.ts";
-import { clearUserAgent, ensureUserAgent, readUserAgent, type UserAgent } from "./user-agent.ts";
+import {
+  clearUserAgent,
+  ensureUserAgent,
+  isNewUserAgent,
+  readUserAgent,
+  type UserAgent,
+} from "./user-agent.ts";
 
 /**
  * The account page's own sign-in as `pendingStep` sees it: no prompt, no max_age, begun before any check
@@ -93,11 +91,8 @@ export class Login {
   private dummyHash?: Promise<string>;
   /** The language, login, text and branding settings the pages read (cached, invalidated by settings events). */
   private readonly settings: SettingsLayerCache;
-  /**
-   * The translators with administrators' texts, by the cached text layers they were made from: a change
-   * of texts makes new layers (the cache drops the old ones), so each set is compiled once.
-   */
-  private readonly textTranslators = new WeakMap<SettingsLayer[], Translator>();
+  /** The language, texts and branding of pages (./page-contexts.ts). */
+  private readonly pages: PageContexts;
 
   constructor(
     readonly deps: LoginDeps,
@@ -105,6 +100,10 @@ export class Login {
   ) {
     this.authRequests = new AuthRequestStore(deps.db);
     this.settings = new SettingsLayerCache(deps.db, deps.eventStore);
+    this.pages = new PageContexts(this.settings, {
+      instanceId: (request) => this.instanceId(request),
+      instance: (request) => this.instance(request),
+    });
     this.completer = options.completer ?? unavailableCompleter;
   }
 
@@ -135,7 +134,8 @@ export class Login {
   /** The live sessions the browser of `request` signed in with (active human users), most recent first. */
   async sessionsOfUserAgent(request: FastifyRequest): Promise<LoginSession[]> {
     const agent = readUserAgent(request);
-    if (!agent) return [];
+    // a browser whose cookie this request made has no sessions: no query
+    if (!agent || isNewUserAgent(request)) return [];
     return sessionsOfUserAgentHash(this.deps.db, this.instanceId(request), agent.hash);
   }
 
@@ -208,7 +208,7 @@ export class Login {
 
   /** The branding of the organization's pages (or the instance's), cached until the settings change. */
   branding(instanceId: string, orgId: string | undefined): Promise<PageBranding> {
-    return brandingOf(this.settings, instanceId, orgId);
+    return this.pages.branding(instanceId, orgId);
   }
 
   /**
@@ -276,86 +276,24 @@ export class Login {
    * `uiLocales` of a request not stored, Accept-Language, default), with the texts administrators set
    * for the sign-in's organization (the auth request's), else the instance.
    */
-  async translatorFor(
+  translatorFor(
     request: FastifyRequest,
     authRequest?: AuthRequest,
     uiLocales?: string[],
   ): Promise<Translator> {
-    return (await this.languageOf(request, authRequest, uiLocales)).translator;
+    return this.pages.translatorFor(request, authRequest, uiLocales);
   }
 
   /**
-   * The language (by the auth request's organization's language settings, else the instance's) and its
-   * translator with the texts of the auth request's organization, else of `userOrgId` (the user the page
-   * is for, once known), else the instance's.
+   * What every page needs (./page-contexts.ts). Its branding and texts are the sign-in's organization's
+   * (the auth request's), else those of `userOrgId` (the organization of the user the page is for, once
+   * known), else the instance's.
    */
-  private async languageOf(
-    request: FastifyRequest,
-    authRequest?: AuthRequest,
-    uiLocales?: string[],
-    userOrgId?: string,
-  ): Promise<{ choice: LanguageChoice; translator: Translator }> {
-    const instanceId = this.instanceId(request);
-    const orgId = authRequest?.orgId;
-    const choice = await languageSettings(
-      (category, context) => this.settings.layers(category, context),
-      instanceId,
-      orgId,
-    );
-    const acceptLanguage = request.headers["accept-language"];
-    const lang = chooseLanguage(
-      choice,
-      authRequest?.uiLocales ?? uiLocales ?? [],
-      typeof acceptLanguage === "string" ? acceptLanguage : undefined,
-      pickedLanguage(request),
-    );
-    return { choice, translator: await this.textsTranslator(instanceId, orgId ?? userOrgId, lang) };
-  }
-
-  /** The translator of `lang` with the texts set for the organization (else the instance). */
-  private async textsTranslator(instanceId: string, orgId: string | undefined, lang: string) {
-    const context = orgId
-      ? { type: "org" as const, instanceId, orgId }
-      : { type: "instance" as const, instanceId };
-    const layers = await this.settings.layers(textsCategory(lang), context);
-    if (layers.length === 0) return translator(lang);
-    let made = this.textTranslators.get(layers);
-    if (!made) {
-      const overrides = loginOverrides(layers);
-      made = Object.keys(overrides).length ? withOverrides(translator(lang), overrides) : translator(lang);
-      this.textTranslators.set(layers, made);
-    }
-    return made;
-  }
-
-  /**
-   * What every page needs. Its branding and texts are the sign-in's organization's (the auth request's),
-   * else those of `userOrgId` (the organization of the user the page is for, once known), else the
-   * instance's.
-   */
-  async pageContext(
+  pageContext(
     request: FastifyRequest,
     options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[]; userOrgId?: string } = {},
   ): Promise<PageContext> {
-    const { authRequest } = options;
-    const [language, instance, branding] = await Promise.all([
-      this.languageOf(request, authRequest, options.uiLocales, options.userOrgId),
-      this.instance(request),
-      this.branding(this.instanceId(request), authRequest?.orgId ?? options.userOrgId),
-    ]);
-    return {
-      translator: language.translator,
-      instanceName: instance.name,
-      branding,
-      formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
-      csrf: options.csrf,
-      authRequestId: authRequest?.id,
-      languages: languageLinks(
-        language.choice.allowed,
-        language.translator.lang,
-        returnTarget(request, authRequest?.id),
-      ),
-    };
+    return this.pages.pageContext(request, options);
   }
 
   /**

@@ -75,8 +75,10 @@ describe("login UI: enrolling a second factor during a sign-in", () => {
     const passwordPage = await browser.submit(loginPage, "/ui/login/loginname", { loginName });
     const form = formOf(passwordPage.text, "/ui/login/password");
     const posted = await browser.post("/ui/login/password", { ...form, password: PASSWORD });
-    assert.equal(posted.location, `/ui/login/complete?authRequest=${authRequest.id}`);
-    return { browser, authRequest, form };
+    // the password passed: straight on to the second factor (its page, or its registration)
+    assert.equal(posted.status, 303, posted.text);
+    assert.match(posted.location ?? "", /^\/ui\/login\/mfa(\/|\?)/);
+    return { browser, authRequest, form, posted };
   }
 
   it("a password alone cannot register a security key for an account with an authenticator app", async () => {
@@ -153,7 +155,8 @@ describe("login UI: enrolling a second factor during a sign-in", () => {
     });
     assert.equal(policy.status, 200, policy.text);
     const userId = await addHuman(platform, "quill", PASSWORD, { orgId });
-    const { browser, authRequest } = await afterPassword("quill");
+    const { browser, authRequest, posted } = await afterPassword("quill");
+    assert.equal(posted.location, `/ui/login/mfa/setup?authRequest=${authRequest.id}`);
     const forced = await browser.get(`/ui/login/complete?authRequest=${authRequest.id}`);
     assert.equal(forced.location, `/ui/login/mfa/setup?authRequest=${authRequest.id}`);
 
@@ -161,16 +164,16 @@ describe("login UI: enrolling a second factor during a sign-in", () => {
     assert.equal(page.status, 200, page.text);
     const key = new SoftAuthenticator(platform.url, Flags.UP);
     const registered = key.register(optionsOf(page.text));
-    const posted = await browser.post("/ui/login/mfa/setup/u2f", {
+    const enrolled = await browser.post("/ui/login/mfa/setup/u2f", {
       ...formOf(page.text, "/ui/login/mfa/setup/u2f"),
       name: "Green key",
       credential: JSON.stringify(registered.json),
     });
-    assert.equal(posted.status, 303, posted.text);
-    assert.equal(posted.location, `/ui/login/complete?authRequest=${authRequest.id}`);
+    assert.equal(enrolled.status, 303, enrolled.text);
+    assert.equal(enrolled.location, `/ui/login/complete?authRequest=${authRequest.id}`);
     assert.deepEqual(await activeFactors(userId), ["u2f"]);
 
-    const complete = await browser.get(posted.location!);
+    const complete = await browser.get(enrolled.location!);
     assert.equal(complete.status, 302);
     assert.ok(complete.location?.startsWith(REDIRECT_URI), `completed: ${complete.location}`);
     const completion = platform.completer.completionOf(authRequest.id);

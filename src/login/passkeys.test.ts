@@ -219,7 +219,7 @@ describe("login UI: passkeys and security keys over HTTP", () => {
     assert.ok(frankId);
 
     const signedIn = await post(current, phone.assert(registered.credential, options));
-    assert.equal(signedIn.status, 302);
+    assert.equal(signedIn.status, 303);
     const completion = platform.completer.completionOf(authRequest.id);
     assert.ok(completion);
     assert.equal(completion.session.userId, erinId);

@@ -116,7 +116,7 @@ describe("login UI: the password step", () => {
     const browser = new HttpBrowser(platform.url);
     const { authRequest, page } = await passwordPage(platform, browser, "victim");
     const answer = await browser.submit(page, "/ui/login/password", { password: PASSWORD });
-    assert.equal(answer.status, 302, answer.text);
+    assert.equal(answer.status, 303, answer.text);
     assert.equal(platform.completer.completionOf(authRequest.id)?.session.userId, userId);
   });
 
@@ -165,7 +165,7 @@ describe("login UI: the password step", () => {
     const first = await passwordPage(platform, browser, "sso");
     assert.equal(
       (await browser.submit(first.page, "/ui/login/password", { password: PASSWORD })).status,
-      302,
+      303,
     );
     await requirePasswordChange(platform, userId, PASSWORD);
 

@@ -36,7 +36,8 @@ export async function checkPasswordForSignIn(
       ? await checkSession(
           login.deps.eventStore,
           actor,
-          { sessionId: input.sessionId, password },
+          // the browser's session of this user (read from the sessions read model)
+          { sessionId: input.sessionId, password, of: { userId: user.id, orgId: user.orgId } },
           login.policy,
         )
       : await createSession(

@@ -152,6 +152,27 @@ function toLoginSession(row: SessionRow): LoginSession {
   };
 }
 
+/**
+ * `session` as the sessions read model has it once a code factor (`totp`, `otpEmail`, `otpSms`,
+ * `recoveryCode`) passed at `at` (the check's event time, the database's clock): the page that checked it
+ * decides the next step from this, without reading the session again.
+ */
+export function withCodeCheck(
+  session: LoginSession,
+  factor: "totp" | "otpEmail" | "otpSms" | "recoveryCode",
+  at: Date,
+): LoginSession {
+  const checks: SessionChecks = { ...session.checks, [factor]: at };
+  return {
+    ...session,
+    checks,
+    amr: amrOf(checks),
+    authTime: latest(session.authTime, at),
+    changedAt: at,
+    readAt: at,
+  };
+}
+
 const SELECT = `SELECT s.id, s.user_id, s.org_id, s.password_checked_at, s.idp_checked_at, s.created_at, s.changed_at,
     s.totp_checked_at, s.otp_email_checked_at, s.otp_sms_checked_at, s.recovery_code_checked_at,
     s.webauthn_checked_at, s.webauthn_user_verified, s.webauthn_amr,

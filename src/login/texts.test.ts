@@ -160,8 +160,9 @@ describe("login UI and messages: administrators' texts, language picker", () => 
   it("the language picker keeps the choice in a cookie that wins over ui_locales and Accept-Language", async () => {
     const request = await createAuthRequest(platform, { uiLocales: ["en"] });
     const browser = new HttpBrowser(platform.url, { "accept-language": "fr" });
-    const path = `/ui/login/loginname?authRequest=${request.id}`;
-    let page = await browser.follow(`/ui/login?authRequest=${request.id}`);
+    // the entry shows the login-name page itself: the picker returns to the entry
+    const path = `/ui/login?authRequest=${request.id}`;
+    let page = await browser.follow(path);
     assert.match(page.text, /<html lang="en">/);
     const nav = /<nav class="languages" aria-label="Language">([\s\S]*?)<\/nav>/.exec(page.text)?.[1] ?? "";
     assert.match(nav, /<span aria-current="true">English<\/span>/);

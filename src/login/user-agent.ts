@@ -46,6 +46,14 @@ function cookieOptions(request: FastifyRequest, externalSecure: boolean) {
   };
 }
 
+/** Requests whose user agent `ensureUserAgent` made: a browser that cannot have signed in yet. */
+const newAgents = new WeakSet<FastifyRequest>();
+
+/** Whether the request's user agent was made by this request (a random ID no session can carry yet). */
+export function isNewUserAgent(request: FastifyRequest): boolean {
+  return newAgents.has(request);
+}
+
 /** The request's user agent, or a new one whose cookie the reply sets. */
 export function ensureUserAgent(
   request: FastifyRequest,
@@ -55,6 +63,7 @@ export function ensureUserAgent(
   const existing = readUserAgent(request);
   if (existing) return existing;
   const agent = fromId(randomBytes(32).toString("base64url"));
+  newAgents.add(request);
   reply.setCookie(USER_AGENT_COOKIE, agent.id, {
     ...cookieOptions(request, externalSecure),
     maxAge: COOKIE_MAX_AGE_SECONDS,

@@ -361,37 +361,46 @@ export async function checkSession(
     idpId?: string;
     factors?: readonly FactorCheck[];
     challenges?: readonly ChallengeMaker[];
+    /**
+     * The session's user and organization as the caller read them (the login's read model, without a
+     * token): the session is then read once, in the transaction, and must still be that user's.
+     */
+    of?: { userId: string; orgId: string };
   },
   policy: PasswordPolicy,
 ): Promise<SessionVersion & { challenges: Partial<Record<ChallengeType, unknown>> }> {
   const { sessionId, token } = input;
-  const before = await getSessionState(store, actor.instanceId, sessionId);
-  if (token !== undefined) requireToken(before, token);
-  const userId = before.userId!;
-  const orgId = before.orgId!;
-  if (input.user && input.user.id !== userId)
-    throw new FailedPreconditionError("the user of a session cannot be changed");
-  if (
+  const unchanged =
     !input.user &&
     input.password === undefined &&
     input.idpId === undefined &&
     !input.factors?.length &&
-    !input.challenges?.length
-  )
-    return { ...versionOf(sessionId, orgId, [], before), challenges: {} };
+    !input.challenges?.length;
+  // a token is proven before anything else (no password is verified for a wrong one)
+  const before =
+    input.of && token === undefined && !unchanged
+      ? undefined
+      : await getSessionState(store, actor.instanceId, sessionId);
+  if (before && token !== undefined) requireToken(before, token);
+  const userId = before?.userId ?? input.of!.userId;
+  const orgId = before?.orgId ?? input.of!.orgId;
+  if (input.user && input.user.id !== userId)
+    throw new FailedPreconditionError("the user of a session cannot be changed");
+  if (unchanged) return { ...versionOf(sessionId, orgId, [], before), challenges: {} };
 
-  let current: SessionState = before;
+  let current: SessionState | undefined = before;
   const { stored, answers } = await runChecks(store, actor, policy, {
     userId,
     sessionId,
     orgId,
     factors: input.factors,
     challenges: input.challenges,
-    currentChallenges: () => current.challenges,
+    currentChallenges: () => current?.challenges ?? {},
     password: input.password,
     prepare: async (tx) => {
       current = await loadSession(tx, sessionId);
       if (token !== undefined) requireToken(current, token);
+      if (current.userId !== userId) throw new NotFoundError("session not found");
     },
     sessionEvents: () => {
       const events: NewEvent[] = [];

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthRequest } from "../auth-requests.ts";
-import { pendingStep, sessionsNow } from "../sessions.ts";
+import { type LoginSession, pendingStep, sessionsNow } from "../sessions.ts";
 import { entryUrl, type Query, type StepKit, stepUrl } from "./kit.ts";
 import { secondFactorPage } from "./mfa/choose.ts";
 
@@ -31,16 +31,47 @@ export async function completeOrContinue(
   request: FastifyRequest,
   reply: FastifyReply,
   authRequest: AuthRequest,
+  options: { attach?: string; session?: LoginSession } = {},
 ): Promise<FastifyReply> {
   const { login } = kit;
   const status = request.method === "POST" ? 303 : 302;
-  const session = (await kit.sessionsFor(request, authRequest)).find((s) => s.id === authRequest.sessionId);
+  if (options.attach) authRequest.sessionId = options.attach;
+  // `session`: the request's session as the caller just changed it (a passed check), not read again
+  const session =
+    options.session?.id === authRequest.sessionId
+      ? options.session
+      : (await kit.sessionsFor(request, authRequest)).find((s) => s.id === authRequest.sessionId);
+  // the session goes on the request (and the page's error off it) unless completing does both
+  const attach = async () => {
+    if (options.attach)
+      await login.authRequests.attachSession(authRequest, options.attach, { clearUiState: true });
+  };
   // no authenticated session for it (yet): decide again
-  if (!session) return reply.redirect(entryUrl(authRequest.id), status);
+  if (!session) {
+    await attach();
+    return reply.redirect(entryUrl(authRequest.id), status);
+  }
   const policy = await login.loginPolicy(authRequest.instanceId, authRequest.orgId ?? session.orgId);
   const pending = pendingStep(authRequest, session, await sessionsNow(login.deps.db, [session]), policy);
-  if (pending === "mfa")
-    return reply.redirect(stepUrl(secondFactorPage(session, policy), authRequest.id), status);
-  if (pending) return reply.redirect(stepUrl(pending, authRequest.id), status);
+  if (pending) {
+    await attach();
+    const page = pending === "mfa" ? secondFactorPage(session, policy) : pending;
+    return reply.redirect(stepUrl(page, authRequest.id), status);
+  }
   return kit.complete(request, reply, authRequest, session);
+}
+
+/**
+ * After a post that created or checked `sessionId` for the sign-in (the password, a passkey): the sign-in
+ * goes on with it, completed at once when it needs nothing more, else straight to what it needs (the
+ * second factor's page, a new password), without the completion page's redirect in between.
+ */
+export function continueWithSession(
+  kit: StepKit,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  authRequest: AuthRequest,
+  sessionId: string,
+): Promise<FastifyReply> {
+  return completeOrContinue(kit, request, reply, authRequest, { attach: sessionId });
 }

@@ -2,11 +2,13 @@
  * GET /ui/login?authRequest=<id>: the entry from the authorization endpoint; decides the next step from the
  * browser's sessions (`nextStep`, ../sessions.ts): prompt=none completes or fails at once, a scope
  * `urn:platform:iam:org:idp:id:<id>` goes straight to that provider unless a session can be used as it is.
+ * The login-name page, the next step of every browser without a session, is shown here (no redirect).
  */
 import type { FastifyInstance } from "fastify";
 import { requestedIdpOf, startUrl } from "../idp/login-idps.ts";
 import { nextStep, sessionsNow } from "../sessions.ts";
 import { type Query, type StepKit, stepUrl } from "./kit.ts";
+import { sendLoginNamePage } from "./loginname.ts";
 
 export function entryStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
@@ -43,6 +45,9 @@ export function entryStep(ui: FastifyInstance, kit: StepKit): void {
       case "mfa-setup":
         await login.authRequests.attachSession(authRequest, step.session.id);
         return reply.redirect(stepUrl(step.step, authRequest.id), 302);
+      case "loginname":
+        // the page itself, saving the browser a redirect (its form posts to /ui/login/loginname)
+        return sendLoginNamePage(kit, request, reply, agent, authRequest);
       default:
         return reply.redirect(stepUrl(step.step, authRequest.id), 302);
     }

@@ -7,7 +7,8 @@
  *
  *   GET  /                            the account page for browsers, a JSON pointer for API clients (account)
  *   GET  /ui/assets/login.<hash>.css  the stylesheet (immutable; here)
- *   GET  /ui/login?authRequest=<id>   entry from the authorization endpoint: decides the next step (entry)
+ *   GET  /ui/login?authRequest=<id>   entry from the authorization endpoint: decides the next step, shows
+ *                                     the login-name page itself when that is the next one (entry)
  *   GET  /ui/login/loginname          login name (also without auth request: sign-in to the account page)
  *   POST /ui/login/loginname
  *   GET  /ui/login/password           password of the login name or of the chosen session

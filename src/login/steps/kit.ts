@@ -8,6 +8,7 @@ import { usernameKey } from "../../domain/user/username.ts";
 import type { AuthRequest, UiState } from "../auth-requests.ts";
 import type { LoginIdps } from "../idp/login-idps.ts";
 import type { Login } from "../login.ts";
+import { PasskeyPresence } from "../passkey-presence.ts";
 import { initials, type PageContext, sendPage } from "../render.ts";
 import type { LoginSession } from "../sessions.ts";
 import { csrfToken, csrfValid, readUserAgent, type UserAgent } from "../user-agent.ts";
@@ -85,12 +86,17 @@ export interface SignInLimits {
 
 /** The helpers of the steps that need the Login: one per login UI scope. */
 export class StepKit {
+  /** Whether anyone in an instance has a passkey (the login-name page's autofill). */
+  readonly passkeys: PasskeyPresence;
+
   constructor(
     readonly login: Login,
     /** External identity providers (the login-name page's buttons, the idp/ steps). */
     readonly idps: LoginIdps,
     private readonly limits: SignInLimits,
-  ) {}
+  ) {
+    this.passkeys = new PasskeyPresence(login.deps.db, login.deps.eventStore);
+  }
 
   /** A message page (errors, signed out); `status` as the situation requires. */
   async sendMessage(

@@ -11,10 +11,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { findUser } from "../../domain/session/commands.ts";
 import { NotFoundError } from "../../errors.ts";
-import { FactorState } from "../../query/user-factors.ts";
-import type { Queryable } from "../../storage/database.ts";
 import type { AuthRequest } from "../auth-requests.ts";
 import { sendPage } from "../render.ts";
+import type { UserAgent } from "../user-agent.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 import { passkeySignInOptions } from "./passkey/sign-in.ts";
 
@@ -22,13 +21,51 @@ import { passkeySignInOptions } from "./passkey/sign-in.ts";
 const PAGE = "loginname";
 const TEMPLATE = "steps/loginname";
 
-/** Whether any user of the instance has an active passkey (a discoverable credential to offer). */
-async function instanceHasPasskeys(db: Queryable, instanceId: string): Promise<boolean> {
-  const rows = await db.query<{ found: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM user_factors WHERE instance_id = $1 AND type = 'passkey' AND state = ${FactorState.active}) AS found`,
-    [instanceId],
+/**
+ * The login-name page for `authRequest` (none: the sign-in to the account page). The entry shows it too,
+ * without a redirect, when the login name is the sign-in's next step (./entry.ts).
+ */
+export async function sendLoginNamePage(
+  kit: StepKit,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  agent: UserAgent,
+  authRequest: AuthRequest | undefined,
+): Promise<FastifyReply> {
+  const { login } = kit;
+  const context = await kit.pageFor(request, agent, authRequest);
+  const { t } = context.translator;
+  const state = errorOn(authRequest, PAGE);
+  const allowRegister = await login.allowRegister(login.instanceId(request), authRequest?.orgId);
+  // the login policy of the sign-in's organization (else the instance's): which ways in the page offers
+  const policy = await login.loginPolicy(login.instanceId(request), authRequest?.orgId);
+  const idpButtons = policy.allow_external_idp ? await kit.idps.buttons(request, authRequest) : [];
+  const passwordlessAllowed = policy.passwordless_allowed;
+  return sendPage(
+    reply,
+    context,
+    TEMPLATE,
+    {
+      title: t("loginname.title"),
+      error: state.error,
+      loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",
+      allowUsernamePassword: policy.allow_username_password,
+      passwordlessAllowed,
+      registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
+      idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
+      passkeyUrl: passwordlessAllowed ? stepUrl("passkey", authRequest?.id) : undefined,
+      // the browser offers the passkeys in the login name's autofill (conditional mediation): only once
+      // someone in the instance has a passkey, since each offer stores its challenge on the auth request
+      passkeyOptions:
+        passwordlessAllowed &&
+        policy.allow_username_password &&
+        authRequest &&
+        (await kit.passkeys.has(authRequest.instanceId))
+          ? await passkeySignInOptions(kit, request, authRequest)
+          : undefined,
+    },
+    { scripts: passwordlessAllowed && authRequest !== undefined },
   );
-  return rows[0]?.found === true;
 }
 
 export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
@@ -41,39 +78,7 @@ export function loginNameStep(ui: FastifyInstance, kit: StepKit): void {
       authRequest = await kit.loadRequest(request, reply, agent, request.query.authRequest);
       if (!authRequest) return reply;
     }
-    const context = await kit.pageFor(request, agent, authRequest);
-    const { t } = context.translator;
-    const state = errorOn(authRequest, PAGE);
-    const allowRegister = await login.allowRegister(login.instanceId(request), authRequest?.orgId);
-    // the login policy of the sign-in's organization (else the instance's): which ways in the page offers
-    const policy = await login.loginPolicy(login.instanceId(request), authRequest?.orgId);
-    const idpButtons = policy.allow_external_idp ? await kit.idps.buttons(request, authRequest) : [];
-    const passwordlessAllowed = policy.passwordless_allowed;
-    return sendPage(
-      reply,
-      context,
-      TEMPLATE,
-      {
-        title: t("loginname.title"),
-        error: state.error,
-        loginName: state.values?.loginName ?? authRequest?.loginName ?? authRequest?.loginHint ?? "",
-        allowUsernamePassword: policy.allow_username_password,
-        passwordlessAllowed,
-        registerUrl: allowRegister ? stepUrl("register", authRequest?.id) : undefined,
-        idps: idpButtons.map((b) => ({ url: b.url, label: t("idp.continueWith", { provider: b.name }) })),
-        passkeyUrl: passwordlessAllowed ? stepUrl("passkey", authRequest?.id) : undefined,
-        // the browser offers the passkeys in the login name's autofill (conditional mediation): only once
-        // someone in the instance has a passkey, since each offer stores its challenge on the auth request
-        passkeyOptions:
-          passwordlessAllowed &&
-          policy.allow_username_password &&
-          authRequest &&
-          (await instanceHasPasskeys(login.deps.db, authRequest.instanceId))
-            ? await passkeySignInOptions(kit, request, authRequest)
-            : undefined,
-      },
-      { scripts: passwordlessAllowed && authRequest !== undefined },
-    );
+    return sendLoginNamePage(kit, request, reply, agent, authRequest);
   });
 
   /**

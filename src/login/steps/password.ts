@@ -7,6 +7,7 @@ import { type CheckedUser, findUser } from "../../domain/session/commands.ts";
 import { NotFoundError } from "../../errors.ts";
 import { checkPasswordForSignIn } from "../password.ts";
 import { initials, sendPage } from "../render.ts";
+import { continueWithSession } from "./complete.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
 /** Its template, ../templates/password.eta, and the `ui_state.page` of its errors. */
@@ -99,8 +100,6 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
       userAgentHash: agent.hash,
     });
     if (!sessionId) return fail("error.invalidCredentials");
-    await login.authRequests.attachSession(authRequest, sessionId);
-    await login.authRequests.setUiState(authRequest, {});
-    return reply.redirect(stepUrl("complete", authRequest.id), 303);
+    return continueWithSession(kit, request, reply, authRequest, sessionId);
   });
 }

@@ -22,13 +22,17 @@ import type { Queryable } from "../../storage/database.ts";
 /** `user_factors.state`. */
 export const FactorState = { pending: 1, active: 2 } as const;
 
-async function touchUser(tx: Queryable, e: StoredEvent): Promise<void> {
-  await tx.query("UPDATE users SET changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2", [
-    e.instanceId,
-    e.aggregateId,
-    e.createdAt,
-    e.sequence,
-  ]);
+/**
+ * Runs `change` (a statement on the user's factor rows: $1 instance, $2 user, $3 the event's time, $4 its
+ * sequence, the rest its own) and moves the user's version, in one statement: a data-modifying WITH runs
+ * whether or not the rest reads it.
+ */
+async function withUserVersion(tx: Queryable, e: StoredEvent, change: string, values: unknown[]) {
+  await tx.query(
+    `WITH factor AS (${change})
+     UPDATE users SET changed_at = $3, sequence = $4 WHERE instance_id = $1 AND id = $2`,
+    [e.instanceId, e.aggregateId, e.createdAt, e.sequence, ...values],
+  );
 }
 
 /** Inserts (or replaces) a factor row. */
@@ -37,25 +41,16 @@ async function put(
   e: StoredEvent,
   row: { id: string; type: string; state: number; name?: string; data?: Record<string, unknown> },
 ): Promise<void> {
-  await tx.query(
+  await withUserVersion(
+    tx,
+    e,
     `INSERT INTO user_factors (instance_id, user_id, org_id, id, type, state, name, data, created_at, changed_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+     VALUES ($1, $2, $5, $6, $7, $8, $9, $10::jsonb, $3, $3)
      ON CONFLICT (instance_id, user_id, id) DO UPDATE SET type = excluded.type, state = excluded.state,
        name = excluded.name, data = excluded.data, created_at = excluded.created_at,
        changed_at = excluded.changed_at, last_used_at = NULL`,
-    [
-      e.instanceId,
-      e.aggregateId,
-      e.resourceOwner,
-      row.id,
-      row.type,
-      row.state,
-      row.name ?? "",
-      JSON.stringify(row.data ?? {}),
-      e.createdAt,
-    ],
+    [e.resourceOwner, row.id, row.type, row.state, row.name ?? "", JSON.stringify(row.data ?? {})],
   );
-  await touchUser(tx, e);
 }
 
 /** Updates a factor row: `data` is merged into the stored document (top-level keys). */
@@ -65,32 +60,24 @@ async function update(
   id: string,
   set: { state?: number; name?: string; data?: Record<string, unknown>; used?: boolean },
 ): Promise<void> {
-  await tx.query(
-    `UPDATE user_factors SET state = COALESCE($4, state), name = COALESCE($5, name), data = data || $6::jsonb,
-       changed_at = $7, last_used_at = CASE WHEN $8 THEN $7 ELSE last_used_at END
-     WHERE instance_id = $1 AND user_id = $2 AND id = $3`,
-    [
-      e.instanceId,
-      e.aggregateId,
-      id,
-      set.state ?? null,
-      set.name ?? null,
-      JSON.stringify(set.data ?? {}),
-      e.createdAt,
-      set.used === true,
-    ],
+  await withUserVersion(
+    tx,
+    e,
+    `UPDATE user_factors SET state = COALESCE($6::integer, state), name = COALESCE($7::text, name),
+       data = data || $8::jsonb, changed_at = $3, last_used_at = CASE WHEN $9::boolean THEN $3 ELSE last_used_at END
+     WHERE instance_id = $1 AND user_id = $2 AND id = $5`,
+    [id, set.state ?? null, set.name ?? null, JSON.stringify(set.data ?? {}), set.used === true],
   );
-  await touchUser(tx, e);
 }
 
 function remove(id: (e: StoredEvent) => string): EventHandler {
   return async (tx, e) => {
-    await tx.query("DELETE FROM user_factors WHERE instance_id = $1 AND user_id = $2 AND id = $3", [
-      e.instanceId,
-      e.aggregateId,
-      id(e),
-    ]);
-    await touchUser(tx, e);
+    await withUserVersion(
+      tx,
+      e,
+      "DELETE FROM user_factors WHERE instance_id = $1 AND user_id = $2 AND id = $5",
+      [id(e)],
+    );
   };
 }
 
@@ -157,13 +144,14 @@ export const userFactorsProjection: Projection = {
     },
     [UserEvent.recoveryCodeUsed]: async (tx, e) => {
       const p = e.payload as unknown as RecoveryCodeUsedPayload;
-      await tx.query(
-        `UPDATE user_factors SET data = jsonb_set(data, '{used}', (data->'used') || to_jsonb($4::int)),
-           changed_at = $5, last_used_at = $5
-         WHERE instance_id = $1 AND user_id = $2 AND id = $3`,
-        [e.instanceId, e.aggregateId, "recovery_codes", p.index, e.createdAt],
+      await withUserVersion(
+        tx,
+        e,
+        `UPDATE user_factors SET data = jsonb_set(data, '{used}', (data->'used') || to_jsonb($5::int)),
+           changed_at = $3, last_used_at = $3
+         WHERE instance_id = $1 AND user_id = $2 AND id = 'recovery_codes'`,
+        [p.index],
       );
-      await touchUser(tx, e);
     },
     [UserEvent.recoveryCodesRemoved]: remove(fixed("recovery_codes")),
     [UserEvent.removed]: async (tx, e) => {

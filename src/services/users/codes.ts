@@ -1,26 +1,10 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Permission } from "../../auth/permissions.ts";
-import type { UserAggregate } from "../../domain/user/commands.ts";
 import { InternalError, type InvalidArgumentError } from "../../errors.ts";
-import type { CommandTx, NewEvent } from "../../eventstore/types.ts";
-import type { Details } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import type { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { UserCodes } from "./code-commands.ts";
-import type { UserRow } from "./read.ts";
-
-type UserCall = (
-  ctx: HandlerContext,
-  id: string,
-  permission: Permission,
-  options?: { self?: boolean },
-) => Promise<{ call: AuthorizedCall; row: UserRow }>;
-type OnUser = (
-  call: AuthorizedCall,
-  userId: string,
-  decide: (user: UserAggregate, tx: CommandTx) => NewEvent[] | Promise<NewEvent[]>,
-) => Promise<Details>;
+import type { OnUser, UserCall } from "./user-calls.ts";
 
 /**
  * Verification codes of a user's e-mail address and phone number (docs/notifications.md "Codes and user

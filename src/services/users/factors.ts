@@ -1,30 +1,16 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Permission } from "../../auth/permissions.ts";
 import type { UserAggregate } from "../../domain/user/commands.ts";
 import type { OtpChannel } from "../../domain/user/factors/otp.ts";
 import { remainingRecoveryCodes } from "../../domain/user/factors/recovery-codes.ts";
 import { InternalError } from "../../errors.ts";
 import type { CommandTx, NewEvent } from "../../eventstore/types.ts";
-import type { Details } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import { AuthenticationMethodType } from "../../gen/platform/resources/user/v3alpha/factors_pb.ts";
 import type { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { userFactors } from "../../query/user-factors.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { UserFactorCommands } from "./factor-commands.ts";
-import type { UserRow } from "./read.ts";
-
-type UserCall = (
-  ctx: HandlerContext,
-  id: string,
-  permission: Permission,
-  options?: { self?: boolean },
-) => Promise<{ call: AuthorizedCall; row: UserRow }>;
-type OnUser = (
-  call: AuthorizedCall,
-  userId: string,
-  decide: (user: UserAggregate, tx: CommandTx) => NewEvent[] | Promise<NewEvent[]>,
-) => Promise<Details>;
+import type { OnUser, UserCall } from "./user-calls.ts";
 
 /**
  * A user's second factors (docs/factors.md): RegisterTOTP, VerifyTOTPRegistration, RemoveTOTP, AddOTPEmail,

@@ -1,9 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Permission } from "../../auth/permissions.ts";
+import type { ServiceImpl } from "@connectrpc/connect";
 import { OwnerType } from "../../domain/settings/events.ts";
-import type { UserAggregate } from "../../domain/user/commands.ts";
 import {
   type AuthenticatorAttachment,
   removePasskeyEvent,
@@ -11,8 +9,6 @@ import {
   verifyPasskeyRegistration,
 } from "../../domain/user/factors/passkeys.ts";
 import { InternalError } from "../../errors.ts";
-import type { CommandTx, NewEvent } from "../../eventstore/types.ts";
-import type { Details } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import {
   PasskeyAuthenticator,
   PasskeySchema,
@@ -26,20 +22,7 @@ import { userFactors } from "../../query/user-factors.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { resourceDetails } from "../mapping.ts";
-import type { UserRow } from "./read.ts";
-
-type UserCall = (
-  ctx: HandlerContext,
-  id: string,
-  permission: Permission,
-  options?: { self?: boolean },
-) => Promise<{ call: AuthorizedCall; row: UserRow }>;
-type OnUser = (
-  call: AuthorizedCall,
-  userId: string,
-  decide: (user: UserAggregate, tx: CommandTx) => NewEvent[] | Promise<NewEvent[]>,
-  detailsId?: string,
-) => Promise<Details>;
+import type { OnUser, UserCall } from "./user-calls.ts";
 
 const attachments: Record<number, AuthenticatorAttachment> = {
   [PasskeyAuthenticator.UNSPECIFIED]: "unspecified",

@@ -1,10 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { apiService } from "../../api/register.ts";
-import type { Permission } from "../../auth/permissions.ts";
-import { clientKeyPair, keyFile } from "../../crypto/keys.ts";
 import { hashPassword, verifyPassword } from "../../crypto/password.ts";
-import { randomToken, sha256 } from "../../crypto/tokens.ts";
 import { removeMembershipEvent } from "../../domain/membership/commands.ts";
 import { ContextType } from "../../domain/membership/events.ts";
 import { holdOrg, lockUserForRemoval } from "../../domain/org/locks.ts";
@@ -12,27 +9,14 @@ import { OwnerType } from "../../domain/settings/events.ts";
 import {
   addHumanEvent,
   addMachineEvent,
-  addPatEvent,
   changeUserEvents,
   changeUsernameEvent,
-  foldUser,
   metadataEvents,
   removeUserEvent,
-  requireMachine,
   setPasswordEvents,
-  type UserAggregate,
   userDataEvents,
-  userEvent,
 } from "../../domain/user/commands.ts";
-import {
-  type HumanAddedPayload,
-  type KeyAddedPayload,
-  USER,
-  type UserChangedPayload,
-  UserEvent,
-  UserType,
-} from "../../domain/user/events.ts";
-import { removeIdpLinkEvents } from "../../domain/user/idp-links.ts";
+import { type HumanAddedPayload, USER, type UserChangedPayload, UserType } from "../../domain/user/events.ts";
 import { machineUsernameProblem } from "../../domain/user/machine-username.ts";
 import { checkPasswordPolicy } from "../../domain/user/password.ts";
 import { profileChange } from "../../domain/user/profile.ts";
@@ -41,7 +25,7 @@ import { checkUsername, usernameKey } from "../../domain/user/username.ts";
 import { decideUserData, NO_DATA } from "../../domain/user-schema/user-data.ts";
 import { cascadeRemoveUserGrant, userGrantsWhere } from "../../domain/usergrant/commands.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError } from "../../errors.ts";
-import type { CommandTx, NewEvent, StoredEvent } from "../../eventstore/types.ts";
+import type { NewEvent } from "../../eventstore/types.ts";
 import { RequestContextSchema } from "../../gen/platform/object/v3alpha/object_pb.ts";
 import {
   type CreateHuman,
@@ -52,16 +36,19 @@ import {
 } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { newId } from "../../id.ts";
 import { search, TextMethod, toPage, Where } from "../../query/search.ts";
-import { type AuthorizedCall, authenticate, authorize } from "../call.ts";
+import { authorize } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
-import { expiration, listDetails, resourceDetails } from "../mapping.ts";
+import { listDetails, resourceDetails } from "../mapping.ts";
 import { codeRpcs } from "./codes.ts";
 import { dataChange, onlyData, roleOn, visibleData } from "./custom-data.ts";
 import { factorRpcs } from "./factors.ts";
+import { linkRpcs } from "./links.ts";
+import { machineCredentialRpcs } from "./machine-credentials.ts";
 import { passkeyRpcs } from "./passkeys.ts";
-import { readMetadata, readUser, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
+import { readMetadata, toUser, USER_COLUMNS, USER_FROM, type UserRow } from "./read.ts";
+import { userCalls } from "./user-calls.ts";
 
-const orgContext = (orgId: string) =>
+const _orgContext = (orgId: string) =>
   create(RequestContextSchema, { context: { case: "orgId", value: orgId } });
 
 const sortColumns: Record<number, string> = {
@@ -91,66 +78,7 @@ const given = (value: string | undefined): string | undefined => (value === "" ?
  * credentials (client secret, keys, personal access tokens).
  */
 export function usersService(deps: ServiceDeps) {
-  /**
-   * The user `id` of the Host's instance, with the caller authorized for `permission` in the user's
-   * organization. 404 when the user is unknown or the caller may not even read it (user.read in its
-   * organization), 403 when it may read but lacks `permission`. `self`: the user itself only needs to be
-   * authenticated. Every permission but user.read changes the account, so it also needs control over it
-   * (403 when the user holds roles the caller does not: no control over a more privileged account).
-   */
-  async function userCall(
-    ctx: HandlerContext,
-    id: string,
-    permission: Permission,
-    options: { self?: boolean } = {},
-  ): Promise<{ call: AuthorizedCall; row: UserRow }> {
-    const { scope, caller } = await authenticate(deps, ctx);
-    const row = scope.instanceId ? await readUser(deps.db, scope.instanceId, id) : undefined;
-    if (!row) throw new NotFoundError("user not found");
-    const isSelf = options.self === true && caller.kind === "user" && caller.userId === id;
-    const call = await authorize(deps, ctx, "authenticated", { ctx: orgContext(row.org_id) });
-    if (!isSelf) {
-      if (!(await deps.authorizer.can(call.caller, "user.read", call.context)))
-        throw new NotFoundError("user not found");
-      await deps.authorizer.authorize(call.caller, permission, call.context);
-    }
-    if (permission !== "user.read")
-      await deps.authorizer.requireAccountControl(call.caller, scope.instanceId ?? "", id);
-    return { call, row };
-  }
-
-  /**
-   * Runs a command on an existing user and answers the user's Details after it (the current ones when
-   * the command appended nothing). `detailsId` replaces the user ID in Details (a token or key ID).
-   */
-  async function onUser(
-    call: AuthorizedCall,
-    userId: string,
-    decide: (user: UserAggregate, tx: CommandTx) => NewEvent[] | Promise<NewEvent[]>,
-    detailsId = userId,
-  ) {
-    let before: UserAggregate | undefined;
-    const stored = await deps.eventStore.push(
-      { instanceId: call.context.type === "system" ? "" : call.context.instanceId, creator: call.creator },
-      async (tx) => {
-        const user = foldUser(await tx.load(USER, userId));
-        if (!user) throw new NotFoundError("user not found");
-        before = user;
-        return decide(user, tx);
-      },
-    );
-    return userDetails(before!, stored, detailsId);
-  }
-
-  function userDetails(user: UserAggregate, stored: StoredEvent[], detailsId = user.id) {
-    const last = stored.filter((e) => e.aggregateType === USER && e.aggregateId === user.id).at(-1);
-    return resourceDetails({
-      id: detailsId,
-      sequence: last?.sequence ?? user.sequence,
-      changeDate: last?.createdAt ?? user.changeDate,
-      owner: { type: OwnerType.org, id: user.orgId },
-    });
-  }
+  const { userCall, onUser } = userCalls(deps);
 
   async function stateAction(ctx: HandlerContext, id: string, action: StateAction) {
     const { call } = await userCall(ctx, id, "user.write");
@@ -260,6 +188,8 @@ export function usersService(deps: ServiceDeps) {
     ...codes.rpcs,
     ...factorRpcs(deps, userCall, onUser),
     ...passkeyRpcs(deps, userCall, onUser),
+    ...machineCredentialRpcs(deps, userCall, onUser),
+    ...linkRpcs(deps, userCall, onUser),
     async createUser(req, ctx) {
       const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
       if (call.context.type === "system")
@@ -487,129 +417,6 @@ export function usersService(deps: ServiceDeps) {
         entries[key] = Buffer.from(value).toString("base64");
       }
       return { details: await onUser(call, req.id, (user) => metadataEvents(user, entries)) };
-    },
-
-    async generateMachineSecret(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.credential.write");
-      const secret = randomToken();
-      let clientId = "";
-      const details = await onUser(call, req.id, (user) => {
-        requireMachine(user);
-        clientId = user.username;
-        return [userEvent(user, UserEvent.secretSet, { secret_hash: sha256(secret) })];
-      });
-      return { details, clientId, clientSecret: secret };
-    },
-
-    async createMachineKey(req, ctx) {
-      const { call, row } = await userCall(ctx, req.id, "user.credential.write");
-      if (row.type !== UserType.machine)
-        throw new FailedPreconditionError("machine credentials exist only for machine users");
-      const expires = expiration(req.key?.expirationDate, "key.expiration_date");
-      const keyId = newId();
-      const { publicKey, privateKey } = await clientKeyPair(req.key?.publicKey, "key.public_key");
-      const keyContent = privateKey
-        ? keyFile({ type: "serviceaccount", keyId, key: privateKey, userId: req.id })
-        : new Uint8Array();
-      const payload: KeyAddedPayload = { key_id: keyId, public_key: publicKey, expiration: expires };
-      const details = await onUser(
-        call,
-        req.id,
-        (user) => {
-          requireMachine(user);
-          return [userEvent(user, UserEvent.keyAdded, { ...payload })];
-        },
-        keyId,
-      );
-      return { details, keyId, keyContent };
-    },
-
-    async listUserLinks(req, ctx) {
-      const { call, row } = await userCall(ctx, req.id, "user.read");
-      const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-      const links = await deps.db.query<{
-        idp_id: string;
-        external_user_id: string;
-        external_username: string;
-        created_at: Date | string;
-        sequence: string | number;
-      }>(
-        `SELECT idp_id, external_user_id, external_username, created_at, sequence FROM user_idp_links
-         WHERE instance_id = $1 AND user_id = $2 ORDER BY created_at, idp_id`,
-        [instanceId, row.id],
-      );
-      return {
-        links: links.map((l) => ({
-          details: resourceDetails({
-            id: l.idp_id,
-            sequence: Number(l.sequence),
-            changeDate: new Date(l.created_at),
-            owner: { type: OwnerType.org, id: row.org_id },
-          }),
-          idpId: l.idp_id,
-          externalUserId: l.external_user_id,
-          externalUsername: l.external_username,
-        })),
-      };
-    },
-
-    async removeUserLink(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.write");
-      const details = await onUser(call, req.id, (user) => removeIdpLinkEvents(user, req.idpId));
-      return { details };
-    },
-
-    async removeMachineKey(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.credential.write");
-      const details = await onUser(
-        call,
-        req.id,
-        (user) => {
-          requireMachine(user);
-          if (!user.keys.has(req.keyId)) throw new NotFoundError("key not found");
-          return [userEvent(user, UserEvent.keyRemoved, { key_id: req.keyId })];
-        },
-        req.keyId,
-      );
-      return { details };
-    },
-
-    async createPersonalAccessToken(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.credential.write");
-      const expires = expiration(req.pat?.expirationDate, "pat.expiration_date");
-      const patId = newId();
-      const token = randomToken();
-      const details = await onUser(
-        call,
-        req.id,
-        (user) => {
-          requireMachine(user);
-          return [
-            addPatEvent(user.id, user.orgId, {
-              pat_id: patId,
-              token_hash: sha256(token),
-              expiration: expires,
-            }),
-          ];
-        },
-        patId,
-      );
-      return { details, patId, token };
-    },
-
-    async removePersonalAccessToken(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.credential.write");
-      const details = await onUser(
-        call,
-        req.id,
-        (user) => {
-          requireMachine(user);
-          if (!user.pats.has(req.patId)) throw new NotFoundError("personal access token not found");
-          return [userEvent(user, UserEvent.patRemoved, { pat_id: req.patId })];
-        },
-        req.patId,
-      );
-      return { details };
     },
   });
 }

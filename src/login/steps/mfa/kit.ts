@@ -99,21 +99,6 @@ async function withSession(
   return { agent, authRequest, session, instanceId: kit.login.instanceId(request) };
 }
 
-/** The user's active second factors by type (what the pages link to). */
-export async function activeFactorTypes(login: Login, instanceId: string, userId: string) {
-  const rows = await userFactors(login.deps.db, instanceId, userId, { active: true });
-  const remaining = rows.find((r) => r.type === "recovery_codes");
-  const used = Array.isArray(remaining?.data.used) ? remaining.data.used.length : 0;
-  const total = Array.isArray(remaining?.data.hashes) ? remaining.data.hashes.length : 0;
-  return {
-    totp: rows.some((r) => r.type === "totp"),
-    otpEmail: rows.some((r) => r.type === "otp_email"),
-    otpSms: rows.some((r) => r.type === "otp_sms"),
-    recoveryCodes: total - used > 0,
-    webauthn: rows.some((r) => r.type === "passkey" || r.type === "u2f"),
-  };
-}
-
 /**
  * Whether the session may enrol or change second factors: the session passed one, or the user has none
  * that is older than the session (the first one, or only ones this session added). So a password alone
@@ -128,9 +113,12 @@ export async function mayEnrol(login: Login, instanceId: string, session: LoginS
   return rows.every((row) => row.createdAt.getTime() > session.createdAt.getTime());
 }
 
-/** The outcome of a check: the challenges' answers, or the message key of the failure. */
+/**
+ * The outcome of a check: the challenges' answers and the time of the session's last event (the check's,
+ * when one passed), or the message key of the failure.
+ */
 export type CheckOutcome =
-  | { ok: true; answers: Partial<Record<ChallengeType, unknown>> }
+  | { ok: true; answers: Partial<Record<ChallengeType, unknown>>; at: Date }
   | { ok: false; error: string };
 
 /**
@@ -147,10 +135,10 @@ export async function checkOnSession(
     const version = await checkSession(
       login.deps.eventStore,
       { instanceId, creator: session.userId },
-      { sessionId: session.id, ...input },
+      { sessionId: session.id, of: { userId: session.userId, orgId: session.orgId }, ...input },
       login.policy,
     );
-    return { ok: true, answers: version.challenges };
+    return { ok: true, answers: version.challenges, at: version.changeDate };
   } catch (error) {
     if (error instanceof PasswordLockedOutError) return { ok: false, error: "mfaOtp.lockedOut" };
     if (error instanceof InvalidArgumentError) return { ok: false, error: "mfaOtp.codeWrong" };
@@ -205,9 +193,11 @@ export async function passed(
   request: FastifyRequest,
   reply: FastifyReply,
   authRequest: AuthRequest,
+  /** The session as the passed check left it (`withCodeCheck`); else it is read again. */
+  session?: LoginSession,
 ) {
   await kit.login.authRequests.setUiState(authRequest, {});
-  return completeOrContinue(kit, request, reply, authRequest);
+  return completeOrContinue(kit, request, reply, authRequest, { session });
 }
 
 /**

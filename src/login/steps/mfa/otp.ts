@@ -19,9 +19,9 @@ import {
 } from "../../../domain/user/factors/otp.ts";
 import type { AuthRequest } from "../../auth-requests.ts";
 import { sendPage } from "../../render.ts";
+import { withCodeCheck } from "../../sessions.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import {
-  activeFactorTypes,
   checkOnSession,
   type MfaRequest,
   masterKeyOf,
@@ -91,7 +91,6 @@ function otpStep(channel: Channel) {
       }
       const context = await kit.pageFor(request, agent, authRequest, session.orgId);
       const { t } = context.translator;
-      const types = await activeFactorTypes(login, instanceId, session.userId);
       return sendPage(reply, context, TEMPLATE, {
         title: t(channel.title),
         intro: t(channel.intro),
@@ -102,7 +101,9 @@ function otpStep(channel: Channel) {
           ? t(state.values.notice === "resent" ? "mfaOtp.codeResent" : "mfaOtp.codeSent")
           : undefined,
         codeField: mfaCodeField(t, undefined, "mfaOtp.codeLabel"),
-        recoveryUrl: types.recoveryCodes ? mfaUrl("recovery", authRequest.id) : undefined,
+        recoveryUrl: session.factors?.includes("recovery_codes")
+          ? mfaUrl("recovery", authRequest.id)
+          : undefined,
         otherUrl: stepUrl("mfa", authRequest.id),
       });
     });
@@ -119,7 +120,8 @@ function otpStep(channel: Channel) {
         factors: [otpCheck(masterKeyOf(login), channel.type, code)],
       });
       if (!outcome.ok) return back(reply, authRequest, { error: outcome.error });
-      return passed(kit, request, reply, authRequest);
+      const factor = channel.type === "otp_email" ? "otpEmail" : "otpSms";
+      return passed(kit, request, reply, authRequest, withCodeCheck(session, factor, outcome.at));
     });
 
     ui.post(`${route}/resend`, async (request, reply) => {

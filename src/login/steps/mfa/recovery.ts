@@ -6,6 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import { recoveryCodeCheck } from "../../../domain/user/factors/recovery-codes.ts";
 import { sendPage } from "../../render.ts";
+import { withCodeCheck } from "../../sessions.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import { checkOnSession, masterKeyOf, mfaCodeField, mfaPage, mfaPost, passed, retry } from "./kit.ts";
 
@@ -41,6 +42,6 @@ export function mfaRecoveryStep(ui: FastifyInstance, kit: StepKit): void {
       factors: [recoveryCodeCheck(masterKeyOf(login), code)],
     });
     if (!outcome.ok) return retry(kit, reply, authRequest, PAGE, outcome.error);
-    return passed(kit, request, reply, authRequest);
+    return passed(kit, request, reply, authRequest, withCodeCheck(session, "recoveryCode", outcome.at));
   });
 }

@@ -5,18 +5,9 @@
 import type { FastifyInstance } from "fastify";
 import { totpCheck } from "../../../domain/user/factors/totp.ts";
 import { sendPage } from "../../render.ts";
+import { withCodeCheck } from "../../sessions.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "../kit.ts";
-import {
-  activeFactorTypes,
-  checkOnSession,
-  masterKeyOf,
-  mfaCodeField,
-  mfaPage,
-  mfaPost,
-  mfaUrl,
-  passed,
-  retry,
-} from "./kit.ts";
+import { checkOnSession, masterKeyOf, mfaCodeField, mfaPage, mfaPost, mfaUrl, passed, retry } from "./kit.ts";
 
 /** The `ui_state.page` of its errors, and its template beside this module. */
 const PAGE = "mfa-totp";
@@ -27,16 +18,17 @@ export function mfaTotpStep(ui: FastifyInstance, kit: StepKit): void {
   ui.get<{ Querystring: Query }>("/login/mfa/totp", async (request, reply) => {
     const page = await mfaPage(kit, request, reply, request.query.authRequest);
     if (!page) return reply;
-    const { agent, authRequest, session, instanceId } = page;
+    const { agent, authRequest, session } = page;
     const context = await kit.pageFor(request, agent, authRequest, session.orgId);
     const { t } = context.translator;
-    const types = await activeFactorTypes(login, instanceId, session.userId);
     return sendPage(reply, context, TEMPLATE, {
       title: t("mfaOtp.totpTitle"),
       account: accountView(session, context.branding?.hideLoginNameSuffix),
       error: errorOn(authRequest, PAGE).error,
       codeField: mfaCodeField(t, undefined, "mfaOtp.totpLabel"),
-      recoveryUrl: types.recoveryCodes ? mfaUrl("recovery", authRequest.id) : undefined,
+      recoveryUrl: session.factors?.includes("recovery_codes")
+        ? mfaUrl("recovery", authRequest.id)
+        : undefined,
       otherUrl: stepUrl("mfa", authRequest.id),
     });
   });
@@ -53,6 +45,6 @@ export function mfaTotpStep(ui: FastifyInstance, kit: StepKit): void {
       factors: [totpCheck(masterKeyOf(login), code)],
     });
     if (!outcome.ok) return retry(kit, reply, authRequest, PAGE, outcome.error);
-    return passed(kit, request, reply, authRequest);
+    return passed(kit, request, reply, authRequest, withCodeCheck(session, "totp", outcome.at));
   });
 }

@@ -21,6 +21,7 @@ import { factorByCredentialId } from "../../../query/user-factors.ts";
 import type { AuthRequest } from "../../auth-requests.ts";
 import { sendPage } from "../../render.ts";
 import { loginRelyingParty, postedCredential } from "../../webauthn.ts";
+import { continueWithSession } from "../complete.ts";
 import { type Body, errorOn, type Query, type StepKit, stepUrl } from "../kit.ts";
 
 const PAGE = "passkey";
@@ -150,8 +151,18 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     let sessionId: string;
     try {
       sessionId = existing
-        ? (await checkSession(eventStore, actor, { sessionId: existing.id, factors: [check] }, login.policy))
-            .sessionId
+        ? (
+            await checkSession(
+              eventStore,
+              actor,
+              {
+                sessionId: existing.id,
+                factors: [check],
+                of: { userId: existing.userId, orgId: existing.orgId },
+              },
+              login.policy,
+            )
+          ).sessionId
         : (
             await createSession(
               eventStore,
@@ -169,8 +180,6 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
       if (error instanceof PlatformError && error.httpStatus < 500) return fail();
       throw error;
     }
-    await login.authRequests.attachSession(authRequest, sessionId);
-    await login.authRequests.setUiState(authRequest, {});
-    return reply.redirect(stepUrl("complete", authRequest.id), 303);
+    return continueWithSession(kit, request, reply, authRequest, sessionId);
   });
 }
