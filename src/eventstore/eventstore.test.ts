@@ -15,6 +15,7 @@ import {
   setProjectGrantState,
 } from "../domain/project/commands.ts";
 import type { OidcConfig } from "../domain/project/events.ts";
+import { createSession, passwordPolicyOf } from "../domain/session/commands.ts";
 import { changeSettings } from "../domain/settings/commands.ts";
 import { OwnerType } from "../domain/settings/events.ts";
 import { changeUserGrant, createUserGrant } from "../domain/usergrant/commands.ts";
@@ -253,6 +254,13 @@ describe("event store", () => {
     });
     // Projects with roles, apps (OIDC and API, with a key and changes), a project grant and user grants.
     await projectEvents();
+    // Sessions made in one append with their checks (the sessions projection applies those with one INSERT,
+    // a rebuild one event after the other): the user's alone, and with an identity provider's.
+    const admin = { id: platform.bootstrapResult!.adminUserId, orgId: platform.bootstrapResult!.orgId };
+    const policy = passwordPolicyOf(platform.config);
+    const actor = { instanceId, creator: admin.id };
+    await createSession(platform.eventStore, actor, { user: admin, userAgentHash: "ua" }, policy);
+    await createSession(platform.eventStore, actor, { user: admin, idpId: "idp-1" }, policy);
     // Every table of every projection, rows in a canonical order.
     const tables = platform.eventStore.projections.flatMap((p) => p.tables);
     const snapshot = async () => {
@@ -264,6 +272,7 @@ describe("event store", () => {
     };
     const before = await snapshot();
     assert.ok(before.users.length >= 2);
+    assert.ok(before.sessions.some((row) => (row as { idp_id: string | null }).idp_id === "idp-1"));
     for (const table of ["project_roles", "apps", "app_keys", "project_grants", "user_grants"])
       assert.ok(before[table].length > 0, `${table} has rows`);
     for (const projection of platform.eventStore.projections) {

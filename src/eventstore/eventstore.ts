@@ -10,6 +10,7 @@ import { Broadcast, EVENTS_TOPIC } from "./broadcast.ts";
 import { currentPushClaim } from "./claim.ts";
 import type {
   CommandTx,
+  EventHandler,
   NewEvent,
   Projection,
   PushContext,
@@ -91,7 +92,7 @@ const RETRYABLE_STATES = new Set(["40P01", "40001"]);
  * the inline projections, all in one transaction.
  */
 export class EventStore {
-  private readonly handlers = new Map<string, Array<Projection["handlers"][string]>>();
+  private readonly handlers = new Map<string, Array<{ projection: Projection; handler: EventHandler }>>();
   private readonly listeners: CommittedListener[] = [];
   private readonly pushListeners: PushListener[] = [];
   private readonly appendHooks: AppendHook[] = [];
@@ -109,7 +110,7 @@ export class EventStore {
     for (const projection of projections) {
       for (const [eventType, handler] of Object.entries(projection.handlers)) {
         const list = this.handlers.get(eventType) ?? [];
-        list.push(handler);
+        list.push({ projection, handler });
         this.handlers.set(eventType, list);
       }
     }
@@ -382,8 +383,20 @@ export class EventStore {
       }
     }
     for (const hook of this.appendingHooks) await hook(tx, stored);
-    for (const event of stored) {
-      for (const handler of this.handlers.get(event.type) ?? []) await handler(tx, event);
+    // up to which index of `stored` each projection's absorbing handlers applied the events already
+    const absorbed = new Map<Projection, number>();
+    for (let i = 0; i < stored.length; i++) {
+      const event = stored[i];
+      for (const { projection, handler } of this.handlers.get(event.type) ?? []) {
+        if ((absorbed.get(projection) ?? -1) >= i) continue;
+        const absorbing = projection.absorbing?.[event.type];
+        if (!absorbing) {
+          await handler(tx, event);
+          continue;
+        }
+        const applied = await absorbing(tx, event, stored.slice(i + 1));
+        if (applied > 0) absorbed.set(projection, i + applied);
+      }
     }
     for (const hook of this.appendHooks) await hook(tx, stored);
     return stored;

@@ -77,6 +77,18 @@ export interface CommandTx extends Queryable {
 export type EventHandler = (tx: Queryable, event: StoredEvent) => Promise<void>;
 
 /**
+ * A handler that applies, with its own event, some of the events that follow it in the same append: fewer
+ * statements (a row inserted with the columns the next events would set). Answers how many of `following`
+ * it applied, the first that many, which the projection's handlers then skip. It must leave the read model
+ * as the projection's handlers would, one event after the other: a rebuild replays with those.
+ */
+export type AbsorbingHandler = (
+  tx: Queryable,
+  event: StoredEvent,
+  following: readonly StoredEvent[],
+) => Promise<number>;
+
+/**
  * A read model maintained inline: its handlers run in the transaction that appends the event, so a
  * read right after a write sees it. It can be rebuilt from the events.
  */
@@ -87,4 +99,9 @@ export interface Projection {
   /** Aggregate types whose events feed it (a rebuild replays these). */
   aggregateTypes: string[];
   handlers: Record<string, EventHandler>;
+  /**
+   * Used instead of `handlers` of the same event type when events are appended (not by rebuilds): each
+   * may apply some of the events after its own at once (AbsorbingHandler).
+   */
+  absorbing?: Record<string, AbsorbingHandler>;
 }
