@@ -448,7 +448,7 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     });
     await page.goto((await authorization()).url);
     await page.getByRole("link", { name: "Continue with Upstream Cancel" }).click();
-    await page.waitForURL(`${upstream.url}/ui/login/**`);
+    await page.waitForURL(`${upstream.url}/ui/login**`);
     assert.ok(state);
     // another browser (no cookie of this one) cannot use the state
     const elsewhere = await fetch(`${platform.url}/ui/login/idp/callback?state=${state}&code=x`);

@@ -253,7 +253,7 @@ export async function startFederation(app: ClientApp): Promise<Federation> {
   }
 
   async function signInUpstream(page: Page, loginName: string) {
-    await page.waitForURL(`${upstream.url}/ui/login/**`);
+    await page.waitForURL(`${upstream.url}/ui/login**`);
     await page.getByLabel("Login name").fill(loginName);
     await page.getByRole("button", { name: "Next" }).click();
     await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
