@@ -293,7 +293,8 @@ describe("login UI in Chromium", () => {
       await picker.getByRole("link", { name: "Italiano" }).click();
       assert.equal(await page.locator("html").getAttribute("lang"), "it");
       assert.equal(await heading(page), "Accedi");
-      assert.match(page.url(), new RegExp(`/ui/login/loginname\\?authRequest=${request.id}$`));
+      // back where it was: the entry, which shows the login-name page
+      assert.match(page.url(), new RegExp(`/ui/login\\?authRequest=${request.id}$`));
       // the choice stays for the next page, over ui_locales=en
       await page.getByLabel("Nome di accesso").fill("alice");
       await page.getByRole("button", { name: "Avanti" }).click();
