@@ -1004,7 +1004,7 @@ async function signInScenario(): Promise<void> {
   const mid = (runs: Run[], pick: (r: Run) => number) =>
     runs.map(pick).sort((a, b) => a - b)[Math.floor(runs.length / 2)];
   console.log(
-    "Browser sign-in (authorize → login name → password → code → token: 8 requests, a new browser each), " +
+    "Browser sign-in (authorize → login name → password → code → token, a new browser each), " +
       `${signInClients} concurrent browsers, ${warmup} s warm-up` +
       `${rounds > 1 ? `, median of ${rounds} rounds alternating with the raw argon2id measurement` : ""}`,
   );
