@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
-import { after, describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
+import type { PGlite } from "@electric-sql/pglite";
 import { freshBackend, type TestBackend } from "../../test/helpers.ts";
 import { DataDirLockedError, PgliteDatabase } from "./pglite.ts";
 
@@ -57,5 +58,107 @@ describe("embedded database (PGlite)", { skip: onPostgres && "embedded database 
     }
     const again = await PgliteDatabase.open(dir);
     await again.close();
+  });
+
+  describe("statements prepared once", () => {
+    let db: PgliteDatabase;
+    const prepared = async () =>
+      (
+        await db.query<{ statement: string }>(
+          "SELECT statement FROM pg_prepared_statements WHERE statement <> $1 ORDER BY statement",
+          ["SELECT statement FROM pg_prepared_statements WHERE statement <> $1 ORDER BY statement"],
+        )
+      ).map((row) => row.statement);
+    before(async () => {
+      db = await PgliteDatabase.open(await dataDir());
+    });
+    after(async () => {
+      await db.close();
+    });
+
+    it("a statement is prepared the first time it runs, then only executed, inside transactions too", async () => {
+      for (const n of [1, 2, 3])
+        assert.deepEqual(await db.query("SELECT $1::int + 1 AS n", [n]), [{ n: n + 1 }]);
+      await db.transaction(async (tx) => {
+        assert.deepEqual(await tx.query("SELECT $1::int + 1 AS n", [9]), [{ n: 10 }]);
+      });
+      assert.deepEqual(await prepared(), ["SELECT $1::int + 1 AS n"]);
+    });
+
+    it("parameters and results convert as PGlite's own query converts them", async () => {
+      await db.exec(`CREATE TABLE conversions (
+        id int PRIMARY KEY, at timestamptz, doc jsonb, tags text[], bytes bytea, big bigint, flag boolean, note text)`);
+      const at = new Date("2026-11-27T01:02:03.456Z");
+      const row = {
+        id: 1,
+        at,
+        doc: { a: [1, "two"], b: null },
+        tags: ["x", "y,z", 'q"uote'],
+        bytes: new Uint8Array([0, 1, 254, 255]),
+        big: 9007199254740991,
+        flag: true,
+        note: null,
+      };
+      const insert = "INSERT INTO conversions VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *";
+      const params = [row.id, row.at, row.doc, row.tags, row.bytes, row.big, row.flag, row.note];
+      const inserted = await db.query(insert, params);
+      const viaPglite = await (db as unknown as { pg: PGlite }).pg.query("SELECT * FROM conversions");
+      assert.deepEqual(inserted, viaPglite.rows);
+      assert.deepEqual(inserted, [row]);
+      assert.deepEqual(await db.query("SELECT count(*) AS n FROM conversions WHERE at = $1", [at]), [
+        { n: 1 },
+      ]);
+    });
+
+    it("PostgreSQL's errors come through with their SQLSTATE and constraint, and the connection stays usable", async () => {
+      await db.exec("CREATE TABLE uniques (id int PRIMARY KEY)");
+      const insert = "INSERT INTO uniques VALUES ($1)";
+      await db.query(insert, [1]);
+      await assert.rejects(db.query(insert, [1]), (error: Error & { code?: string; constraint?: string }) => {
+        assert.equal(error.code, "23505");
+        assert.equal(error.constraint, "uniques_pkey");
+        return true;
+      });
+      await assert.rejects(db.query("SELEC nothing WHERE $1", [1]), { code: "42601" });
+      await assert.rejects(
+        db.transaction(async (tx) => {
+          await tx.query(insert, [2]);
+          await tx.query(insert, [2]);
+        }),
+        { code: "23505" },
+      );
+      assert.deepEqual(await db.query("SELECT id FROM uniques ORDER BY id"), [{ id: 1 }], "rolled back");
+    });
+
+    it("a prepared `SELECT t.*` keeps working after a migration adds a column", async () => {
+      await db.exec("CREATE TABLE upgraded (id int PRIMARY KEY); INSERT INTO upgraded VALUES (1)");
+      const sql = "SELECT u.* FROM upgraded u WHERE u.id = $1";
+      assert.deepEqual(await db.query(sql, [1]), [{ id: 1 }]);
+      await db.exec("ALTER TABLE upgraded ADD COLUMN note text DEFAULT 'new'");
+      // PostgreSQL refuses the prepared form now ("cached plan must not change result type"): it runs unnamed
+      assert.deepEqual(await db.query(sql, [1]), [{ id: 1, note: "new" }]);
+      assert.deepEqual(await db.query(sql, [1]), [{ id: 1, note: "new" }]);
+      await db.transaction(async (tx) => {
+        assert.deepEqual(await tx.query(sql, [1]), [{ id: 1, note: "new" }]);
+      });
+      assert.ok(!(await prepared()).includes(sql), "the broken prepared form was closed");
+    });
+
+    it("a statement waits for another caller's transaction instead of running inside it", async () => {
+      await db.exec("CREATE TABLE isolation_probe (n int)");
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const transaction = db.transaction(async (tx) => {
+        await tx.query("INSERT INTO isolation_probe VALUES ($1)", [1]);
+        await held;
+        throw new Error("rolled back on purpose");
+      });
+      const outside = db.query("INSERT INTO isolation_probe VALUES ($1)", [2]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      release();
+      await assert.rejects(transaction, /rolled back on purpose/);
+      await outside;
+      assert.deepEqual(await db.query("SELECT n FROM isolation_probe"), [{ n: 2 }]);
+    });
   });
 });

@@ -8,6 +8,7 @@ import { NodeFS } from "@electric-sql/pglite/nodefs";
 import type { Database, PoolStats, ProcessLease, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
 import { DiskSpaceGuard, exitOnFatal, MIN_FREE_BYTES } from "./pglite-failures.ts";
+import { PgliteStatements } from "./pglite-statements.ts";
 
 export { DataDirLockedError };
 
@@ -42,12 +43,15 @@ export class PgliteDatabase implements Database {
   private readonly leases = new Set<string>();
   /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
   private pending = 0;
+  private readonly statements: PgliteStatements;
 
   private constructor(
     private readonly pg: PGlite,
     private readonly lock: DataDirLock,
     private readonly space: DiskSpaceGuard,
-  ) {}
+  ) {
+    this.statements = new PgliteStatements(pg);
+  }
 
   /** What opening the database did that the operator should hear about (a stale lock taken over). */
   get notices(): string[] {
@@ -85,7 +89,13 @@ export class PgliteDatabase implements Database {
 
   async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
     if (!READ_ONLY.test(sql)) this.space.check();
-    return this.counted(async () => (await this.pg.query<T>(sql, params as unknown[])).rows);
+    // PGlite's own `query` takes both locks the same way: no statement runs inside another's transaction.
+    return this.counted(async () => {
+      await this.pg._checkReady();
+      return this.pg._runExclusiveTransaction(() =>
+        this.pg.runExclusive(() => this.statements.run<T>(sql, params, false)),
+      );
+    });
   }
 
   async exec(sql: string): Promise<void> {
@@ -98,8 +108,10 @@ export class PgliteDatabase implements Database {
     return this.counted(() =>
       this.pg.transaction(async (tx) =>
         fn({
-          query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) =>
-            (await tx.query<R>(sql, params as unknown[])).rows,
+          query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) => {
+            if (tx.closed) throw new Error("Transaction is closed");
+            return this.pg.runExclusive(() => this.statements.run<R>(sql, params, true));
+          },
           exec: async (sql: string) => {
             await tx.exec(sql);
           },
