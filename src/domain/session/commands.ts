@@ -1,7 +1,7 @@
 /**
  * Session commands: create a session from a user check (and a password check), add checks to it, end it.
  * They use only the event store and the read models, so the API service and the login UI call the same
- * functions. The decisions themselves (`foldSession` here, `foldUser` in ./user-facts.ts with the reads of
+ * functions. The decisions themselves (`foldSession` in ./state.ts, `foldUser` in ./user-facts.ts with the reads of
  * a user's check facts, `passwordCheckEvents` in ./lockout.ts) are pure. Second factors plug in through
  * ./factors.ts.
  *
@@ -12,7 +12,7 @@
  * concurrent wrong passwords cannot both be counted as the same attempt (optimistic lock on the user).
  */
 import { verifyPassword } from "../../crypto/password.ts";
-import { constantTimeEqual, randomToken, sha256 } from "../../crypto/tokens.ts";
+import { randomToken, sha256 } from "../../crypto/tokens.ts";
 import {
   FailedPreconditionError,
   InvalidArgumentError,
@@ -23,20 +23,15 @@ import type { EventStore } from "../../eventstore/eventstore.ts";
 import type { CommandTx, NewEvent, PushContext, StoredEvent } from "../../eventstore/types.ts";
 import { newId } from "../../id.ts";
 import { USER } from "../user/events.ts";
-import {
-  type ChallengeAddedPayload,
-  type ChallengeType,
-  SESSION,
-  type SessionAddedPayload,
-  SessionEvent,
-} from "./events.ts";
-import type { ChallengeMaker, FactorCheck, FactorContext, SessionChallenge } from "./factors.ts";
+import { type ChallengeType, SESSION, type SessionAddedPayload, SessionEvent } from "./events.ts";
+import type { ChallengeMaker, FactorCheck, FactorContext } from "./factors.ts";
 import {
   lockedOutUntil,
   PasswordLockedOutError,
   type PasswordPolicy,
   passwordCheckEvents,
 } from "./lockout.ts";
+import { foldSession, type SessionState, sessionEvent, tokenMatches } from "./state.ts";
 import {
   assertCheckable,
   type CheckedUser,
@@ -59,6 +54,13 @@ export {
   passwordCheckEvents,
   passwordPolicyOf,
 } from "./lockout.ts";
+export {
+  foldSession,
+  MAX_CHALLENGE_ATTEMPTS,
+  type SessionState,
+  sessionEvent,
+  tokenMatches,
+} from "./state.ts";
 
 export {
   assertCheckable,
@@ -78,70 +80,6 @@ export interface SessionVersion {
   orgId: string;
   sequence: number;
   changeDate: Date;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Pure decisions
-
-/** A session, folded from its events. */
-export interface SessionState {
-  exists: boolean;
-  userId?: string;
-  orgId?: string;
-  tokenHash?: string;
-  sequence: number;
-  changeDate?: Date;
-  /** The open challenges, the last of each type (a passed check of its type consumes it). */
-  challenges: Partial<Record<ChallengeType, SessionChallenge>>;
-}
-
-/** The challenge a passed check of each factor consumes. */
-const consumes: Partial<Record<string, ChallengeType>> = {
-  [SessionEvent.otpEmailChecked]: "otp_email",
-  [SessionEvent.otpSmsChecked]: "otp_sms",
-  [SessionEvent.webAuthnChecked]: "webauthn",
-};
-
-/** Wrong answers after which a challenge is gone (a new one must be asked for). */
-export const MAX_CHALLENGE_ATTEMPTS = 5;
-
-export function foldSession(events: readonly StoredEvent[]): SessionState {
-  const session: SessionState = { exists: false, sequence: 0, challenges: {} };
-  for (const e of events) {
-    session.sequence = e.sequence;
-    session.changeDate = e.createdAt;
-    if (e.type === SessionEvent.added) {
-      const p = e.payload as unknown as SessionAddedPayload;
-      Object.assign(session, { exists: true, userId: p.user_id, orgId: p.org_id, tokenHash: p.token_hash });
-    } else if (e.type === SessionEvent.terminated) {
-      session.exists = false;
-    } else if (e.type === SessionEvent.challengeAdded) {
-      const { type, ...payload } = e.payload as unknown as ChallengeAddedPayload;
-      session.challenges[type] = { type, payload, createdAt: e.createdAt, failedAttempts: 0 };
-    } else if (e.type === SessionEvent.challengeCheckFailed) {
-      const type = e.payload?.type as ChallengeType;
-      const challenge = session.challenges[type];
-      if (challenge && ++challenge.failedAttempts >= MAX_CHALLENGE_ATTEMPTS) delete session.challenges[type];
-    } else if (consumes[e.type]) {
-      delete session.challenges[consumes[e.type]!];
-    }
-  }
-  return session;
-}
-
-/** Compares a presented session token with the stored hash in constant time. */
-export function tokenMatches(session: SessionState, token: string): boolean {
-  return session.tokenHash !== undefined && constantTimeEqual(sha256(token), session.tokenHash);
-}
-
-/** An event of the session aggregate `sessionId` (resource owner: the organization of its user). */
-export function sessionEvent(
-  sessionId: string,
-  orgId: string,
-  type: string,
-  payload: Record<string, unknown> | null,
-) {
-  return { aggregateType: SESSION, aggregateId: sessionId, resourceOwner: orgId, type, payload };
 }
 
 // ---------------------------------------------------------------------------------------------------------
