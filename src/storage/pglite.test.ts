@@ -160,5 +160,61 @@ describe("embedded database (PGlite)", { skip: onPostgres && "embedded database 
       await outside;
       assert.deepEqual(await db.query("SELECT n FROM isolation_probe"), [{ n: 2 }]);
     });
+
+    it("a table that grew is analyzed, once per doubling, and prepared statements are planned again", async () => {
+      await db.exec(`CREATE TABLE grown (tenant text NOT NULL, id text NOT NULL, owner text NOT NULL,
+        PRIMARY KEY (tenant, id));
+        CREATE INDEX grown_owner_idx ON grown (tenant, owner)`);
+      const pages = async () =>
+        (
+          await db.query<{ relpages: number; size: number }>(
+            "SELECT relpages, pg_relation_size('grown') / 8192 AS size FROM pg_class WHERE relname = 'grown'",
+          )
+        )[0]!;
+      const select = "SELECT id FROM grown WHERE tenant = $1 AND owner = $2";
+      for (let i = 0; i < 10; i++) await db.query(select, ["t", `o${i}`]);
+      const pg = (db as unknown as { pg: PGlite }).pg;
+      const [{ name }] = (
+        await pg.query<{ name: string }>("SELECT name FROM pg_prepared_statements WHERE statement = $1", [
+          select,
+        ])
+      ).rows as [{ name: string }];
+      const plan = async () =>
+        (await pg.exec(`EXPLAIN EXECUTE "${name}"('t', 'o7')`))[0]!.rows
+          .map((row) => row["QUERY PLAN"])
+          .join("\n");
+      const planWhenEmpty = await plan();
+
+      await db.exec(
+        "INSERT INTO grown SELECT 't', 'id' || g, 'o' || (g % 50) FROM generate_series(1, 100) g",
+      );
+      assert.ok((await pages()).size < 8);
+      assert.ok(!(await db.analyzeGrownTables()).includes("grown"), "under 8 pages: not worth it");
+
+      await db.exec(
+        "INSERT INTO grown SELECT 't', 'id' || g, 'o' || (g % 50) FROM generate_series(101, 5000) g",
+      );
+      assert.equal(
+        await plan(),
+        planWhenEmpty,
+        "the plan made on the empty table stays while nothing analyzes",
+      );
+      assert.deepEqual(await db.analyzeGrownTables(), ["grown"]);
+      const analyzed = await pages();
+      assert.equal(analyzed.relpages, analyzed.size);
+      assert.notEqual(await plan(), planWhenEmpty, "planned again with the table's statistics");
+      assert.match(await plan(), /rows=100 /, "5,000 rows over 50 owners");
+
+      assert.deepEqual(await db.analyzeGrownTables(), [], "not grown since");
+      await db.exec(
+        "INSERT INTO grown SELECT 't', 'id' || g, 'o' || (g % 50) FROM generate_series(5001, 8000) g",
+      );
+      assert.ok((await pages()).size < 2 * analyzed.relpages);
+      assert.deepEqual(await db.analyzeGrownTables(), [], "grown by less than half");
+      await db.exec(
+        "INSERT INTO grown SELECT 't', 'id' || g, 'o' || (g % 50) FROM generate_series(8001, 12000) g",
+      );
+      assert.deepEqual(await db.analyzeGrownTables(), ["grown"], "twice the size of the last analysis");
+    });
   });
 });

@@ -7,6 +7,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
 import type { Database, PoolStats, ProcessLease, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
+import { ANALYZE_INTERVAL_MS, analyzeGrownTables } from "./pglite-analyze.ts";
 import { DiskSpaceGuard, exitOnFatal, MIN_FREE_BYTES } from "./pglite-failures.ts";
 import { PgliteStatements } from "./pglite-statements.ts";
 
@@ -44,6 +45,8 @@ export class PgliteDatabase implements Database {
   /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
   private pending = 0;
   private readonly statements: PgliteStatements;
+  private readonly analyzeTimer: NodeJS.Timeout;
+  private analyzing: Promise<unknown> | undefined;
 
   private constructor(
     private readonly pg: PGlite,
@@ -51,6 +54,22 @@ export class PgliteDatabase implements Database {
     private readonly space: DiskSpaceGuard,
   ) {
     this.statements = new PgliteStatements(pg);
+    this.analyzeTimer = setInterval(() => void this.analyzeGrownTables(), ANALYZE_INTERVAL_MS).unref();
+  }
+
+  /**
+   * What autovacuum's ANALYZE does on a server (pglite-analyze.ts): every ANALYZE_INTERVAL_MS, and from
+   * tests. A pass that fails (the disk is full, the database closing) is left for the next one.
+   */
+  async analyzeGrownTables(): Promise<string[]> {
+    if (this.analyzing) await this.analyzing.catch(() => {});
+    const pass = analyzeGrownTables(this).catch(() => [] as string[]);
+    this.analyzing = pass;
+    try {
+      return await pass;
+    } finally {
+      if (this.analyzing === pass) this.analyzing = undefined;
+    }
   }
 
   /** What opening the database did that the operator should hear about (a stale lock taken over). */
@@ -156,6 +175,8 @@ export class PgliteDatabase implements Database {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.analyzeTimer);
+    await this.analyzing?.catch(() => {});
     try {
       await this.pg.close();
     } finally {
