@@ -91,22 +91,9 @@ export const sessionsProjection: Projection = {
   tables: ["sessions"],
   aggregateTypes: [SESSION, USER],
   handlers: {
+    // alone (a rebuild applies events one by one): the same INSERT without checks to take in
     [SessionEvent.added]: async (tx, e) => {
-      const p = e.payload as unknown as SessionAddedPayload;
-      await tx.query(
-        `INSERT INTO sessions (instance_id, id, user_id, org_id, creator, created_at, changed_at, sequence, user_agent_hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)`,
-        [
-          e.instanceId,
-          e.aggregateId,
-          p.user_id,
-          p.org_id,
-          e.creator,
-          e.createdAt,
-          e.sequence,
-          p.user_agent_hash ?? null,
-        ],
-      );
+      await addedWithChecks(tx, e, []);
     },
     [SessionEvent.userChecked]: checked("user_checked_at"),
     [SessionEvent.passwordChecked]: checked("password_checked_at"),
