@@ -12,31 +12,119 @@ import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { openDatabase } from "./storage/open.ts";
 
+/** A command of the CLI: its synopsis, what it does, and the options it reads. */
+interface CommandHelp {
+  synopsis: string;
+  description: string;
+  options: string[];
+}
+
+const commandHelp: Record<string, CommandHelp> = {
+  start: {
+    synopsis: "start",
+    description: "migrate the database, bootstrap on first start, serve",
+    options: ["config"],
+  },
+  migrate: {
+    synopsis: "migrate",
+    description: "apply pending database migrations and exit",
+    options: ["config"],
+  },
+  projections: {
+    synopsis: "projections rebuild [NAME...]",
+    description: "rebuild read models from the events (all when no name is given)",
+    options: ["config"],
+  },
+  keys: {
+    synopsis: "keys rotate [--instance ID]",
+    description:
+      "new OIDC signing keys now, for one instance or all (the old ones stay published until the tokens they signed expire)",
+    options: ["config", "instance"],
+  },
+  "admin-token": {
+    synopsis: "admin-token --out FILE [--instance ID] [--user NAME] [--force]",
+    description:
+      'a personal access token of an administrator, written to FILE (mode 0600; "-": standard output): the machine user admin-client with IAM_OWNER (created when missing), or the existing machine user NAME',
+    options: ["config", "instance", "out", "user", "force"],
+  },
+};
+
+const optionHelp: Record<string, [string, string]> = {
+  config: [
+    "--config FILE",
+    "YAML file with the same keys as the environment variables (the environment wins)",
+  ],
+  instance: [
+    "--instance ID",
+    "keys rotate: only this instance; admin-token: this instance (default: the first)",
+  ],
+  out: ["--out FILE", 'admin-token: where the token goes ("-": standard output)'],
+  user: ["--user NAME", "admin-token: an existing machine user instead of admin-client"],
+  force: ["--force", "admin-token: replace FILE when it exists"],
+  help: ["-h, --help", "show this help (after a command: that command's help)"],
+  version: ["-v, --version", "print the version and exit"],
+};
+
+/**
+ * Two columns: each name padded to the longest (at most 46 characters), each description wrapped beside
+ * it; a longer name stands on its own line, its description under the column.
+ */
+function columns(rows: [string, string][], indent = 2, width = 110): string {
+  const nameWidth = Math.min(46, Math.max(...rows.map(([name]) => name.length)) + 2);
+  const textWidth = width - indent - nameWidth;
+  const pad = " ".repeat(indent + nameWidth);
+  return rows
+    .map(([name, text]) => {
+      const lines = wrap(text, textWidth);
+      const head = " ".repeat(indent) + name;
+      if (name.length + 2 > nameWidth) return [head, ...lines.map((line) => pad + line)].join("\n");
+      return lines.map((line, i) => (i === 0 ? head.padEnd(indent + nameWidth) : pad) + line).join("\n");
+    })
+    .join("\n");
+}
+
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return [...lines, line];
+}
+
+const environmentHelp = (): string =>
+  columns(variables.map((v) => [v.name, `${v.description}${v.default ? ` (default: ${v.default})` : ""}`]));
+
 const usage = `Usage: platform <command> [--config FILE]
+       platform <command> --help
 
 Commands:
-  start                          migrate the database, bootstrap on first start, serve
-  migrate                        apply pending database migrations and exit
-  projections rebuild [NAME...]  rebuild read models from the events (all when no name is given)
-  keys rotate [--instance ID]    new OIDC signing keys now, for one instance or all (the old ones stay
-                                 published until the tokens they signed expire)
-  admin-token --out FILE [--instance ID] [--user NAME] [--force]
-                                 a personal access token of an administrator, written to FILE (mode
-                                 0600; "-": standard output): the machine user admin-client with
-                                 IAM_OWNER (created when missing), or the existing machine user NAME
+${columns(Object.values(commandHelp).map((c) => [c.synopsis, c.description]))}
 
 Options:
-  --config FILE   YAML file with the same keys as the environment variables (the environment wins)
-  --instance ID   keys rotate: only this instance; admin-token: this instance (default: the first)
-  --out FILE      admin-token: where the token goes
-  --user NAME     admin-token: an existing machine user instead of admin-client
-  --force         admin-token: replace FILE when it exists
-  -h, --help      show this help
-  -v, --version   print the version and exit
+${columns(Object.values(optionHelp))}
 
 Environment:
-${variables.map((v) => `  ${v.name.padEnd(40)}${v.description}${v.default ? ` (default: ${v.default})` : ""}`).join("\n")}
+${environmentHelp()}
 `;
+
+/** One command's help: its synopsis, what it does, its options and the environment it reads. */
+function usageOf(command: string): string {
+  const help = commandHelp[command];
+  return `Usage: platform ${help.synopsis}
+
+${wrap(help.description, 106).join("\n")}
+
+Options:
+${columns([...help.options, "help"].map((name) => optionHelp[name]))}
+
+Environment:
+${environmentHelp()}
+`;
+}
 
 export async function main(argv: string[]): Promise<number> {
   let parsed: ReturnType<typeof parseCli>;
@@ -50,6 +138,11 @@ export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = positionals;
   if (values.version || command === "version") {
     process.stdout.write(`platform ${version()}\n`);
+    return 0;
+  }
+  const helpTopic = command === "help" ? rest[0] : command;
+  if (helpTopic !== undefined && helpTopic in commandHelp && (values.help || command === "help")) {
+    process.stdout.write(usageOf(helpTopic));
     return 0;
   }
   if (values.help || command === undefined || command === "help") {

@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, describe, it } from "node:test";
 import { PgliteDatabase } from "../src/storage/pglite.ts";
 import { PostgresDatabase } from "../src/storage/postgres.ts";
 import { freshBackend, type TestBackend } from "./helpers.ts";
-import { runPlatform, startProcess } from "./process.ts";
+import { runPlatform, runPlatformIn, startProcess } from "./process.ts";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
 
@@ -42,6 +44,56 @@ describe("platform CLI", () => {
       "PLATFORM_DATA_DIR",
     ]) {
       assert.match(stdout, new RegExp(word));
+    }
+  });
+
+  it("every line of --help is aligned and at most 110 characters wide", async () => {
+    const { stdout } = await runPlatform(["--help"], {});
+    const lines = stdout.split("\n");
+    assert.deepEqual(
+      lines.filter((line) => line.length > 110),
+      [],
+    );
+    // each variable's description starts in the same column
+    const starts = lines
+      .filter((line) => /^ {2}[A-Z_]+ +\S/.test(line))
+      .map((line) => line.indexOf(" ", 2) + line.slice(line.indexOf(" ", 2)).search(/\S/));
+    assert.ok(starts.length > 20);
+    assert.equal(new Set(starts).size, 1, `descriptions start in columns ${[...new Set(starts)].join(", ")}`);
+  });
+
+  it("<command> --help and help <command> print that command's help", async () => {
+    for (const args of [
+      ["admin-token", "--help"],
+      ["help", "admin-token"],
+      ["admin-token", "-h"],
+    ]) {
+      const { code, stdout } = await runPlatform(args, {});
+      assert.equal(code, 0);
+      assert.match(stdout, /^Usage: platform admin-token --out FILE/);
+      assert.match(stdout, /--user NAME/);
+      assert.doesNotMatch(stdout, /^Commands:/m);
+    }
+    const keys = await runPlatform(["keys", "--help"], {});
+    assert.match(keys.stdout, /^Usage: platform keys rotate/);
+    assert.doesNotMatch(keys.stdout, /--user NAME/);
+  });
+
+  it("--version answers from package.json alone, without building", async () => {
+    // a checkout with neither dist/ nor a compiler: only a version query can answer there
+    const checkout = mkdtempSync(path.join(os.tmpdir(), "platform-version-"));
+    try {
+      cpSync(new URL("../bin", import.meta.url), path.join(checkout, "bin"), { recursive: true });
+      cpSync(new URL("../package.json", import.meta.url), path.join(checkout, "package.json"));
+      const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+      for (const flag of ["--version", "-v", "version"]) {
+        const { code, stdout, stderr } = await runPlatformIn(checkout, [flag], {});
+        assert.equal(stderr, "");
+        assert.equal(stdout, `platform ${version}\n`);
+        assert.equal(code, 0);
+      }
+    } finally {
+      rmSync(checkout, { recursive: true, force: true });
     }
   });
 
