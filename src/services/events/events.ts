@@ -12,8 +12,8 @@ import type { RequestContext } from "../../gen/platform/object/v3alpha/object_pb
 import {
   EditorSchema,
   type Event,
-  type EventFilters,
   EventSchema,
+  type EventSearchFilter,
   PlatformEvents,
 } from "../../gen/platform/resources/event/v3alpha/event_service_pb.ts";
 import { auditLogRetention, type EventRow, searchEvents } from "../../query/events.ts";
@@ -67,36 +67,71 @@ function sqlTimestamp(ts: Timestamp | undefined, field: string): string | undefi
   return `${whole}.${String(Math.floor(ts.nanos / 1000)).padStart(6, "0")}Z`;
 }
 
-/** The filters, checked: known types, valid times, a cursor PostgreSQL can hold. */
-function checkedFilters(filters: EventFilters | undefined) {
-  const f = filters;
-  if (f?.aggregateType && !knownAggregateTypes.has(f.aggregateType))
+/** The filter kinds of a search, each at most once: the oneof case names of EventSearchFilter. */
+type FilterKind = NonNullable<EventSearchFilter["filter"]["case"]>;
+/** The JSON names of the kinds, for field paths in errors. */
+const jsonName: Record<FilterKind, string> = {
+  aggregateType: "aggregate_type",
+  aggregateId: "aggregate_id",
+  eventTypes: "event_types",
+  editorUserId: "editor_user_id",
+  resourceOwner: "resource_owner",
+  createdAfter: "created_after",
+  createdBefore: "created_before",
+  fromSequence: "from_sequence",
+};
+
+/**
+ * The filters, checked (known types, valid times, a cursor PostgreSQL can hold) and folded into one set of
+ * conditions. Each kind may appear once: two values of one kind would match nothing (or, for times, be a
+ * range given twice), which is a mistake worth a clear error.
+ */
+function checkedFilters(filters: EventSearchFilter[]) {
+  const seen = new Map<FilterKind, number>();
+  const at = (kind: FilterKind) => `filters[${seen.get(kind)}].${jsonName[kind]}`;
+  const f: { [K in FilterKind]?: Extract<EventSearchFilter["filter"], { case: K }>["value"] } = {};
+  filters.forEach(({ filter }, i) => {
+    if (!filter.case) return; // refused by the oneof_required rule before the call
+    if (seen.has(filter.case))
+      throw new InvalidArgumentError(
+        `is given more than once (at filters[${seen.get(filter.case)}])`,
+        `filters[${i}].${jsonName[filter.case]}`,
+      );
+    seen.set(filter.case, i);
+    (f as Record<string, unknown>)[filter.case] = filter.value;
+  });
+  const aggregateType = f.aggregateType?.aggregateType;
+  if (aggregateType && !knownAggregateTypes.has(aggregateType))
     throw new InvalidArgumentError(
-      `unknown aggregate type "${f.aggregateType}" (GET /resources/v3alpha/events/aggregate_types lists them)`,
-      "filters.aggregate_type",
+      `unknown aggregate type "${aggregateType}" (GET /resources/v3alpha/events/aggregate_types lists them)`,
+      `${at("aggregateType")}.aggregate_type`,
     );
-  f?.eventTypes.forEach((type, i) => {
+  f.eventTypes?.eventTypes.forEach((type, i) => {
     if (!knownEventTypes.has(type))
       throw new InvalidArgumentError(
         `unknown event type "${type}" (GET /resources/v3alpha/events/types lists them)`,
-        `filters.event_types[${i}]`,
+        `${at("eventTypes")}.event_types[${i}]`,
       );
   });
-  const createdAfter = sqlTimestamp(f?.createdAfter, "filters.created_after");
-  const createdBefore = sqlTimestamp(f?.createdBefore, "filters.created_before");
+  const createdAfter = sqlTimestamp(f.createdAfter?.createdAfter, `${at("createdAfter")}.created_after`);
+  const createdBefore = sqlTimestamp(f.createdBefore?.createdBefore, `${at("createdBefore")}.created_before`);
   if (createdAfter && createdBefore && createdAfter >= createdBefore)
-    throw new InvalidArgumentError("must be later than filters.created_after", "filters.created_before");
-  if (f && f.fromSequence > MAX_BIGINT)
-    throw new InvalidArgumentError("is too large", "filters.from_sequence");
+    throw new InvalidArgumentError(
+      `must be later than ${at("createdAfter")}.created_after`,
+      `${at("createdBefore")}.created_before`,
+    );
+  const fromSequence = f.fromSequence?.fromSequence;
+  if (fromSequence !== undefined && fromSequence > MAX_BIGINT)
+    throw new InvalidArgumentError("is too large", `${at("fromSequence")}.from_sequence`);
   return {
-    aggregateType: f?.aggregateType || undefined,
-    aggregateId: f?.aggregateId || undefined,
-    eventTypes: f?.eventTypes.length ? f.eventTypes : undefined,
-    editorUserId: f?.editorUserId || undefined,
-    resourceOwner: f?.resourceOwner || undefined,
+    aggregateType,
+    aggregateId: f.aggregateId?.aggregateId,
+    eventTypes: f.eventTypes?.eventTypes,
+    editorUserId: f.editorUserId?.editorUserId,
+    resourceOwner: f.resourceOwner?.resourceOwner,
     createdAfter,
     createdBefore,
-    fromSequence: f?.fromSequence || undefined,
+    fromSequence: fromSequence || undefined,
   };
 }
 

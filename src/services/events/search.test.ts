@@ -11,7 +11,7 @@ import {
 } from "../../../test/helpers.ts";
 import { aggregateTypes } from "../../domain/catalogue.ts";
 import { PlatformEvents } from "../../gen/platform/resources/event/v3alpha/event_service_pb.ts";
-import { type AuditFixture, micros, SEARCH, startAuditFixture } from "./testing.ts";
+import { type AuditFixture, asFilters, micros, SEARCH, startAuditFixture } from "./testing.ts";
 
 describe("events API: search, order, paging, filters, entries, errors", () => {
   let platform: TestPlatform;
@@ -124,7 +124,7 @@ describe("events API: search, order, paging, filters, entries, errors", () => {
 
   it("filters: aggregate type and ID, event types, editor, resource owner, time range, cursor; all at once", async () => {
     const events = await all();
-    const check = async (filters: Json, expected: (e: Json) => boolean, query = "") => {
+    const check = async (filters: Json | Json[], expected: (e: Json) => boolean, query = "") => {
       const r = await search(filters, `?query.limit=1000${query}`);
       assert.equal(r.status, 200, r.text);
       const ordered = query.includes("query.asc=true") ? [...events].reverse() : events;
@@ -140,7 +140,10 @@ describe("events API: search, order, paging, filters, entries, errors", () => {
     };
     await check({ aggregate_type: "project" }, (e) => e.aggregate_type === "project");
     await check({ aggregate_id: adaId }, (e) => e.aggregate_id === adaId);
-    await check({ aggregateType: "user", aggregateId: adaId }, (e) => e.aggregate_id === adaId);
+    await check(
+      [{ aggregateType: { aggregateType: "user" } }, { aggregateId: { aggregateId: adaId } }],
+      (e) => e.aggregate_id === adaId,
+    );
     await check(
       { event_types: ["user.locked", "project.app.secret.changed"] },
       (e) => e.event_type === "user.locked" || e.event_type === "project.app.secret.changed",
@@ -154,7 +157,12 @@ describe("events API: search, order, paging, filters, entries, errors", () => {
     await check({ created_after: pivot.created_at }, (e) => micros(e.created_at) > micros(pivot.created_at));
     await check({ created_before: pivot.created_at }, (e) => micros(e.created_at) < micros(pivot.created_at));
     const r = await search({ created_after: pivot.created_at, created_before: pivot.created_at }, "");
-    assertRpcError(r, 400, 3, "filters.created_before: must be later than filters.created_after");
+    assertRpcError(
+      r,
+      400,
+      3,
+      "filters[1].created_before.created_before: must be later than filters[0].created_after.created_after",
+    );
     const beforeAll = await search({ created_before: "2000-01-01T00:00:00Z" });
     assert.deepEqual(beforeAll.json.result ?? [], []);
     assert.equal(beforeAll.json.details.total_result, "0");
@@ -196,24 +204,47 @@ describe("events API: search, order, paging, filters, entries, errors", () => {
 
   it("bad input: 400 naming the field, over REST and gRPC; a search stores nothing", async () => {
     const cases: Array<[string, unknown, string | RegExp]> = [
-      ["", { aggregate_type: "users" }, 'filters.aggregate_type: unknown aggregate type "users"'],
       [
         "",
-        { event_types: ["user.locked", "user.lock"] },
-        'filters.event_types[1]: unknown event type "user.lock"',
+        asFilters({ aggregate_type: "users" }),
+        'filters[0].aggregate_type.aggregate_type: unknown aggregate type "users"',
       ],
-      ["", { event_types: [""] }, /^filters\.event_types\[0\]: /],
-      ["", { created_after: "yesterday" }, /^filters\.created_after: /],
-      ["", { created_before: "2024-13-01T00:00:00Z" }, /^filters\.created_before: /],
-      ["", { from_sequence: "-1" }, /^filters\.from_sequence: /],
-      ["", { from_sequence: "18446744073709551615" }, "filters.from_sequence: is too large"],
-      ["", { editor: "x" }, /editor/],
+      [
+        "",
+        asFilters({ aggregate_id: "1", event_types: ["user.locked", "user.lock"] }),
+        'filters[1].event_types.event_types[1]: unknown event type "user.lock"',
+      ],
+      ["", asFilters({ event_types: [""] }), /^filters\[0\]\.event_types\.event_types\[0\]: /],
+      ["", asFilters({ event_types: [] }), /^filters\[0\]\.event_types\.event_types: /],
+      ["", asFilters({ created_after: "yesterday" }), /^filters\[0\]\.created_after\.created_after: /],
+      [
+        "",
+        asFilters({ created_before: "2024-13-01T00:00:00Z" }),
+        /^filters\[0\]\.created_before\.created_before: /,
+      ],
+      ["", asFilters({ from_sequence: "-1" }), /^filters\[0\]\.from_sequence\.from_sequence: /],
+      [
+        "",
+        asFilters({ from_sequence: "18446744073709551615" }),
+        "filters[0].from_sequence.from_sequence: is too large",
+      ],
+      ["", asFilters({ aggregate_id: "" }), /^filters\[0\]\.aggregate_id\.aggregate_id: /],
+      // each kind once; a filter names one kind
+      [
+        "",
+        [{ aggregate_id: { aggregate_id: "1" } }, { aggregate_id: { aggregate_id: "2" } }],
+        "filters[1].aggregate_id: is given more than once (at filters[0])",
+      ],
+      ["", [{}], /^filters\[0\]/],
+      ["", [{ editor: "x" }], /editor/],
       ["", '{"aggregate_type": ', /JSON|json/],
-      ["", ["not", "an", "object"], /filters/],
-      ["?query.limit=1001", {}, "query.limit: must be at most 1000"],
-      ["?query.offset=x", {}, /query\.offset/],
-      ["?query.asc=maybe", {}, /query\.asc/],
-      ["?ctx.org_id=", {}, /^ctx\.org_id: /],
+      // one object of filters (the old body) is refused: the body is an array like every search's
+      ["", { aggregate_type: "user" }, /filters/],
+      ["", Array.from({ length: 101 }, () => ({ aggregate_id: { aggregate_id: "1" } })), /^filters: /],
+      ["?query.limit=1001", [], "query.limit: must be at most 1000"],
+      ["?query.offset=x", [], /query\.offset/],
+      ["?query.asc=maybe", [], /query\.asc/],
+      ["?ctx.org_id=", [], /^ctx\.org_id: /],
     ];
     for (const [query, body, message] of cases) {
       const r = await expectNothingStored(platform, () =>
@@ -227,21 +258,33 @@ describe("events API: search, order, paging, filters, entries, errors", () => {
     const client = createClient(PlatformEvents, createGrpcTransport({ baseUrl: platform.url }));
     const headers = { authorization: `Bearer ${owner.token}` };
     await assert.rejects(
-      client.searchEvents({ filters: { eventTypes: ["user.nope"] } }, { headers }),
-      (e) =>
-        e instanceof ConnectError &&
-        e.code === Code.InvalidArgument &&
-        e.rawMessage.startsWith('filters.event_types[0]: unknown event type "user.nope"'),
-    );
-    await assert.rejects(
       client.searchEvents(
-        { filters: { createdAfter: { seconds: 253_402_300_800n, nanos: 0 } } },
+        { filters: [{ filter: { case: "eventTypes", value: { eventTypes: ["user.nope"] } } }] },
         { headers },
       ),
       (e) =>
         e instanceof ConnectError &&
         e.code === Code.InvalidArgument &&
-        e.rawMessage === "filters.created_after: is not a valid timestamp",
+        e.rawMessage.startsWith('filters[0].event_types.event_types[0]: unknown event type "user.nope"'),
+    );
+    await assert.rejects(
+      client.searchEvents(
+        {
+          filters: [
+            {
+              filter: {
+                case: "createdAfter",
+                value: { createdAfter: { seconds: 253_402_300_800n, nanos: 0 } },
+              },
+            },
+          ],
+        },
+        { headers },
+      ),
+      (e) =>
+        e instanceof ConnectError &&
+        e.code === Code.InvalidArgument &&
+        e.rawMessage === "filters[0].created_after.created_after: is not a valid timestamp",
     );
     await assert.rejects(
       client.listEventTypes({}, { headers: { authorization: "Bearer nope" } }),
@@ -253,7 +296,10 @@ describe("events API: search, order, paging, filters, entries, errors", () => {
     const client = createClient(PlatformEvents, createGrpcTransport({ baseUrl: platform.url }));
     const viaRest = await all(undefined);
     const answer = await client.searchEvents(
-      { query: { limit: 1000 }, filters: { aggregateId: adaId } },
+      {
+        query: { limit: 1000 },
+        filters: [{ filter: { case: "aggregateId", value: { aggregateId: adaId } } }],
+      },
       { headers: { authorization: `Bearer ${owner.token}` } },
     );
     assert.deepEqual(

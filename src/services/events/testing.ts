@@ -49,7 +49,8 @@ export interface AuditFixture {
   otherUserId: string; // a user of the other organization, created by its owner
   /** REST calls, as the IAM_OWNER unless a call names its token. */
   rest: RestCall;
-  search(body: unknown, query?: string, token?: string | null): ReturnType<RestCall>;
+  /** A search with a body of filters: an array as it is, an object as `asFilters` makes it. */
+  search(filters: Json | Json[], query?: string, token?: string | null): ReturnType<RestCall>;
   /** Every event the caller may read (at most 1000), newest first (`query` adds query parameters). */
   all(token?: string, query?: string): Promise<Json[]>;
   /** A fresh JWT of the system user `ops-robot`. */
@@ -129,8 +130,8 @@ export async function startAuditFixture(): Promise<AuditFixture> {
     )
   ).details.id;
 
-  const search = (body: unknown, query = "", token?: string | null) =>
-    rest("POST", `${SEARCH}${query}`, { json: body, token });
+  const search = (filters: Json | Json[], query = "", token?: string | null) =>
+    rest("POST", `${SEARCH}${query}`, { json: Array.isArray(filters) ? filters : asFilters(filters), token });
   return {
     platform,
     instanceId: platform.bootstrapResult!.instanceId,
@@ -159,6 +160,14 @@ export async function startAuditFixture(): Promise<AuditFixture> {
         .setExpirationTime("5m")
         .sign(keys.privateKey),
   };
+}
+
+/**
+ * The body of a search from one object of conditions: one one-member filter per key, its value under the
+ * key's own name (`{aggregate_id: "1"}` → `[{aggregate_id: {aggregate_id: "1"}}]`), in the keys' order.
+ */
+export function asFilters(conditions: Json): Json[] {
+  return Object.entries(conditions).map(([kind, value]) => ({ [kind]: { [kind]: value } }));
 }
 
 /** An RFC 3339 time in microseconds since the epoch (the precision events are stored with). */

@@ -43,7 +43,7 @@ describe("custom data of users: search, deletion, audit log, tokens, Connect", (
     assert.equal(none.json.result?.length ?? 0, 0);
     // the audit log shows the data as the administrators may read it, not more
     const events = await owner("POST", "/resources/v3alpha/events/_search?query.asc=true", {
-      json: { aggregate_id: b, event_types: ["user.data.set"] },
+      json: [{ aggregate_id: { aggregate_id: b } }, { event_types: { event_types: ["user.data.set"] } }],
     });
     assert.equal(events.status, 200, events.text);
     assert.deepEqual(

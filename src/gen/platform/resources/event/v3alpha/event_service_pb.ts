@@ -19,79 +19,261 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file platform/resources/event/v3alpha/event_service.proto.
  */
 export const file_platform_resources_event_v3alpha_event_service: GenFile = /*@__PURE__*/
-  fileDesc("CjRwbGF0Zm9ybS9yZXNvdXJjZXMvZXZlbnQvdjNhbHBoYS9ldmVudF9zZXJ2aWNlLnByb3RvEiBwbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYSKxAgoMRXZlbnRGaWx0ZXJzEh8KDmFnZ3JlZ2F0ZV90eXBlGAEgASgJQgfK8xgDGMgBEh0KDGFnZ3JlZ2F0ZV9pZBgCIAEoCUIHyvMYAxjIARIhCgtldmVudF90eXBlcxgDIAMoCUIMyvMYCBABGMgBQMgBEh8KDmVkaXRvcl91c2VyX2lkGAQgASgJQgfK8xgDGMgBEh8KDnJlc291cmNlX293bmVyGAUgASgJQgfK8xgDGMgBEjEKDWNyZWF0ZWRfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmNyZWF0ZWRfYmVmb3JlGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1mcm9tX3NlcXVlbmNlGAggASgEIi8KBkVkaXRvchIPCgd1c2VyX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCSKjAgoFRXZlbnQSEAoIc2VxdWVuY2UYASABKAQSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZXZlbnRfdHlwZRgDIAEoCRIWCg5hZ2dyZWdhdGVfdHlwZRgEIAEoCRIUCgxhZ2dyZWdhdGVfaWQYBSABKAkSFgoOcmVzb3VyY2Vfb3duZXIYBiABKAkSOAoGZWRpdG9yGAcgASgLMigucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuRWRpdG9yEigKB3BheWxvYWQYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhoKEmFnZ3JlZ2F0ZV9zZXF1ZW5jZRgJIAEoBCK/AQoTU2VhcmNoRXZlbnRzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dBIxCgVxdWVyeRgCIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeRI/CgdmaWx0ZXJzGAMgASgLMi4ucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuRXZlbnRGaWx0ZXJzIoYBChRTZWFyY2hFdmVudHNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSNwoGcmVzdWx0GAIgAygLMicucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuRXZlbnQiTQoVTGlzdEV2ZW50VHlwZXNSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0Ii0KFkxpc3RFdmVudFR5cGVzUmVzcG9uc2USEwoLZXZlbnRfdHlwZXMYASADKAkiUQoZTGlzdEFnZ3JlZ2F0ZVR5cGVzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dCI1ChpMaXN0QWdncmVnYXRlVHlwZXNSZXNwb25zZRIXCg9hZ2dyZWdhdGVfdHlwZXMYASADKAkyuAQKDlBsYXRmb3JtRXZlbnRzErEBCgxTZWFyY2hFdmVudHMSNS5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5TZWFyY2hFdmVudHNSZXF1ZXN0GjYucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuU2VhcmNoRXZlbnRzUmVzcG9uc2UiMoLT5JMCLDoHZmlsdGVycyIhL3Jlc291cmNlcy92M2FscGhhL2V2ZW50cy9fc2VhcmNoEqwBCg5MaXN0RXZlbnRUeXBlcxI3LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkxpc3RFdmVudFR5cGVzUmVxdWVzdBo4LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkxpc3RFdmVudFR5cGVzUmVzcG9uc2UiJ4LT5JMCIRIfL3Jlc291cmNlcy92M2FscGhhL2V2ZW50cy90eXBlcxLCAQoSTGlzdEFnZ3JlZ2F0ZVR5cGVzEjsucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuTGlzdEFnZ3JlZ2F0ZVR5cGVzUmVxdWVzdBo8LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkxpc3RBZ2dyZWdhdGVUeXBlc1Jlc3BvbnNlIjGC0+STAisSKS9yZXNvdXJjZXMvdjNhbHBoYS9ldmVudHMvYWdncmVnYXRlX3R5cGVzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("CjRwbGF0Zm9ybS9yZXNvdXJjZXMvZXZlbnQvdjNhbHBoYS9ldmVudF9zZXJ2aWNlLnByb3RvEiBwbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYSI9ChhFdmVudEFnZ3JlZ2F0ZVR5cGVGaWx0ZXISIQoOYWdncmVnYXRlX3R5cGUYASABKAlCCcrzGAUIARjIASI5ChZFdmVudEFnZ3JlZ2F0ZUlERmlsdGVyEh8KDGFnZ3JlZ2F0ZV9pZBgBIAEoCUIJyvMYBQgBGMgBIjcKEEV2ZW50VHlwZXNGaWx0ZXISIwoLZXZlbnRfdHlwZXMYASADKAlCDsrzGAoIARABGMgBQMgBIjYKEUV2ZW50RWRpdG9yRmlsdGVyEiEKDmVkaXRvcl91c2VyX2lkGAEgASgJQgnK8xgFCAEYyAEiPQoYRXZlbnRSZXNvdXJjZU93bmVyRmlsdGVyEiEKDnJlc291cmNlX293bmVyGAEgASgJQgnK8xgFCAEYyAEiVAoXRXZlbnRDcmVhdGVkQWZ0ZXJGaWx0ZXISOQoNY3JlYXRlZF9hZnRlchgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBsrzGAIIASJWChhFdmVudENyZWF0ZWRCZWZvcmVGaWx0ZXISOgoOY3JlYXRlZF9iZWZvcmUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgbK8xgCCAEiMAoXRXZlbnRGcm9tU2VxdWVuY2VGaWx0ZXISFQoNZnJvbV9zZXF1ZW5jZRgBIAEoBCK5BQoRRXZlbnRTZWFyY2hGaWx0ZXISVAoOYWdncmVnYXRlX3R5cGUYASABKAsyOi5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FdmVudEFnZ3JlZ2F0ZVR5cGVGaWx0ZXJIABJQCgxhZ2dyZWdhdGVfaWQYAiABKAsyOC5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FdmVudEFnZ3JlZ2F0ZUlERmlsdGVySAASSQoLZXZlbnRfdHlwZXMYAyABKAsyMi5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FdmVudFR5cGVzRmlsdGVySAASTQoOZWRpdG9yX3VzZXJfaWQYBCABKAsyMy5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FdmVudEVkaXRvckZpbHRlckgAElQKDnJlc291cmNlX293bmVyGAUgASgLMjoucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuRXZlbnRSZXNvdXJjZU93bmVyRmlsdGVySAASUgoNY3JlYXRlZF9hZnRlchgGIAEoCzI5LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkV2ZW50Q3JlYXRlZEFmdGVyRmlsdGVySAASVAoOY3JlYXRlZF9iZWZvcmUYByABKAsyOi5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FdmVudENyZWF0ZWRCZWZvcmVGaWx0ZXJIABJSCg1mcm9tX3NlcXVlbmNlGAggASgLMjkucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuRXZlbnRGcm9tU2VxdWVuY2VGaWx0ZXJIAEIOCgZmaWx0ZXISBMjzGAEiLwoGRWRpdG9yEg8KB3VzZXJfaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJIqMCCgVFdmVudBIQCghzZXF1ZW5jZRgBIAEoBBIuCgpjcmVhdGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpldmVudF90eXBlGAMgASgJEhYKDmFnZ3JlZ2F0ZV90eXBlGAQgASgJEhQKDGFnZ3JlZ2F0ZV9pZBgFIAEoCRIWCg5yZXNvdXJjZV9vd25lchgGIAEoCRI4CgZlZGl0b3IYByABKAsyKC5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FZGl0b3ISKAoHcGF5bG9hZBgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSGgoSYWdncmVnYXRlX3NlcXVlbmNlGAkgASgEIswBChNTZWFyY2hFdmVudHNSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0EjEKBXF1ZXJ5GAIgASgLMiIucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdFF1ZXJ5EkwKB2ZpbHRlcnMYAyADKAsyMy5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5FdmVudFNlYXJjaEZpbHRlckIGyvMYAkBkIoYBChRTZWFyY2hFdmVudHNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSNwoGcmVzdWx0GAIgAygLMicucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuRXZlbnQiTQoVTGlzdEV2ZW50VHlwZXNSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0Ii0KFkxpc3RFdmVudFR5cGVzUmVzcG9uc2USEwoLZXZlbnRfdHlwZXMYASADKAkiUQoZTGlzdEFnZ3JlZ2F0ZVR5cGVzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dCI1ChpMaXN0QWdncmVnYXRlVHlwZXNSZXNwb25zZRIXCg9hZ2dyZWdhdGVfdHlwZXMYASADKAkyuAQKDlBsYXRmb3JtRXZlbnRzErEBCgxTZWFyY2hFdmVudHMSNS5wbGF0Zm9ybS5yZXNvdXJjZXMuZXZlbnQudjNhbHBoYS5TZWFyY2hFdmVudHNSZXF1ZXN0GjYucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuU2VhcmNoRXZlbnRzUmVzcG9uc2UiMoLT5JMCLDoHZmlsdGVycyIhL3Jlc291cmNlcy92M2FscGhhL2V2ZW50cy9fc2VhcmNoEqwBCg5MaXN0RXZlbnRUeXBlcxI3LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkxpc3RFdmVudFR5cGVzUmVxdWVzdBo4LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkxpc3RFdmVudFR5cGVzUmVzcG9uc2UiJ4LT5JMCIRIfL3Jlc291cmNlcy92M2FscGhhL2V2ZW50cy90eXBlcxLCAQoSTGlzdEFnZ3JlZ2F0ZVR5cGVzEjsucGxhdGZvcm0ucmVzb3VyY2VzLmV2ZW50LnYzYWxwaGEuTGlzdEFnZ3JlZ2F0ZVR5cGVzUmVxdWVzdBo8LnBsYXRmb3JtLnJlc291cmNlcy5ldmVudC52M2FscGhhLkxpc3RBZ2dyZWdhdGVUeXBlc1Jlc3BvbnNlIjGC0+STAisSKS9yZXNvdXJjZXMvdjNhbHBoYS9ldmVudHMvYWdncmVnYXRlX3R5cGVzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
- * Filters of SearchEvents; every filter given must match (an empty body: all readable events).
+ * Events of one aggregate type.
  *
- * @generated from message platform.resources.event.v3alpha.EventFilters
+ * @generated from message platform.resources.event.v3alpha.EventAggregateTypeFilter
  */
-export type EventFilters = Message<"platform.resources.event.v3alpha.EventFilters"> & {
+export type EventAggregateTypeFilter = Message<"platform.resources.event.v3alpha.EventAggregateTypeFilter"> & {
   /**
-   * Events of one aggregate type (`user`, `org`, `project` ...; see ListAggregateTypes).
+   * The aggregate type (`user`, `org`, `project` ...; see ListAggregateTypes).
    *
    * @generated from field: string aggregate_type = 1;
    */
   aggregateType: string;
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventAggregateTypeFilter.
+ * Use `create(EventAggregateTypeFilterSchema)` to create a new message.
+ */
+export const EventAggregateTypeFilterSchema: GenMessage<EventAggregateTypeFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 0);
+
+/**
+ * Events of one aggregate.
+ *
+ * @generated from message platform.resources.event.v3alpha.EventAggregateIDFilter
+ */
+export type EventAggregateIDFilter = Message<"platform.resources.event.v3alpha.EventAggregateIDFilter"> & {
   /**
-   * Events of one aggregate (the ID of a user, organization, project ...).
+   * The ID of a user, organization, project ...
    *
-   * @generated from field: string aggregate_id = 2;
+   * @generated from field: string aggregate_id = 1;
    */
   aggregateId: string;
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventAggregateIDFilter.
+ * Use `create(EventAggregateIDFilterSchema)` to create a new message.
+ */
+export const EventAggregateIDFilterSchema: GenMessage<EventAggregateIDFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 1);
+
+/**
+ * Events of any of these types.
+ *
+ * @generated from message platform.resources.event.v3alpha.EventTypesFilter
+ */
+export type EventTypesFilter = Message<"platform.resources.event.v3alpha.EventTypesFilter"> & {
   /**
-   * Events of any of these types (exact names, see ListEventTypes).
+   * Exact names (see ListEventTypes).
    *
-   * @generated from field: repeated string event_types = 3;
+   * @generated from field: repeated string event_types = 1;
    */
   eventTypes: string[];
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventTypesFilter.
+ * Use `create(EventTypesFilterSchema)` to create a new message.
+ */
+export const EventTypesFilterSchema: GenMessage<EventTypesFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 2);
+
+/**
+ * Events caused by one user: the editor.
+ *
+ * @generated from message platform.resources.event.v3alpha.EventEditorFilter
+ */
+export type EventEditorFilter = Message<"platform.resources.event.v3alpha.EventEditorFilter"> & {
   /**
-   * Events caused by this user (its ID): the editor.
+   * The user's (or system user's) ID.
    *
-   * @generated from field: string editor_user_id = 4;
+   * @generated from field: string editor_user_id = 1;
    */
   editorUserId: string;
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventEditorFilter.
+ * Use `create(EventEditorFilterSchema)` to create a new message.
+ */
+export const EventEditorFilterSchema: GenMessage<EventEditorFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 3);
+
+/**
+ * Events whose resource owner is one organization (or the instance, by its ID).
+ *
+ * @generated from message platform.resources.event.v3alpha.EventResourceOwnerFilter
+ */
+export type EventResourceOwnerFilter = Message<"platform.resources.event.v3alpha.EventResourceOwnerFilter"> & {
   /**
-   * Events whose resource owner is this organization (or the instance, by its ID).
+   * The organization's (or the instance's) ID.
    *
-   * @generated from field: string resource_owner = 5;
+   * @generated from field: string resource_owner = 1;
    */
   resourceOwner: string;
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventResourceOwnerFilter.
+ * Use `create(EventResourceOwnerFilterSchema)` to create a new message.
+ */
+export const EventResourceOwnerFilterSchema: GenMessage<EventResourceOwnerFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 4);
+
+/**
+ * Events created after a time (exclusive).
+ *
+ * @generated from message platform.resources.event.v3alpha.EventCreatedAfterFilter
+ */
+export type EventCreatedAfterFilter = Message<"platform.resources.event.v3alpha.EventCreatedAfterFilter"> & {
   /**
-   * Events created after this time (exclusive).
+   * The time.
    *
-   * @generated from field: google.protobuf.Timestamp created_after = 6;
+   * @generated from field: google.protobuf.Timestamp created_after = 1;
    */
   createdAfter?: Timestamp | undefined;
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventCreatedAfterFilter.
+ * Use `create(EventCreatedAfterFilterSchema)` to create a new message.
+ */
+export const EventCreatedAfterFilterSchema: GenMessage<EventCreatedAfterFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 5);
+
+/**
+ * Events created before a time (exclusive).
+ *
+ * @generated from message platform.resources.event.v3alpha.EventCreatedBeforeFilter
+ */
+export type EventCreatedBeforeFilter = Message<"platform.resources.event.v3alpha.EventCreatedBeforeFilter"> & {
   /**
-   * Events created before this time (exclusive).
+   * The time.
    *
-   * @generated from field: google.protobuf.Timestamp created_before = 7;
+   * @generated from field: google.protobuf.Timestamp created_before = 1;
    */
   createdBefore?: Timestamp | undefined;
+};
 
+/**
+ * Describes the message platform.resources.event.v3alpha.EventCreatedBeforeFilter.
+ * Use `create(EventCreatedBeforeFilterSchema)` to create a new message.
+ */
+export const EventCreatedBeforeFilterSchema: GenMessage<EventCreatedBeforeFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 6);
+
+/**
+ * A cursor: events after this sequence in the direction of the search (descending, the default:
+ * sequences below it; ascending: sequences above it).
+ *
+ * @generated from message platform.resources.event.v3alpha.EventFromSequenceFilter
+ */
+export type EventFromSequenceFilter = Message<"platform.resources.event.v3alpha.EventFromSequenceFilter"> & {
   /**
-   * A cursor: events after this sequence in the direction of the search (descending, the default:
-   * sequences below it; ascending: sequences above it). Pass the last sequence of a page to get the next.
-   * 0: from the start.
+   * The last sequence of the previous page; 0: from the start.
    *
-   * @generated from field: uint64 from_sequence = 8;
+   * @generated from field: uint64 from_sequence = 1;
    */
   fromSequence: bigint;
 };
 
 /**
- * Describes the message platform.resources.event.v3alpha.EventFilters.
- * Use `create(EventFiltersSchema)` to create a new message.
+ * Describes the message platform.resources.event.v3alpha.EventFromSequenceFilter.
+ * Use `create(EventFromSequenceFilterSchema)` to create a new message.
  */
-export const EventFiltersSchema: GenMessage<EventFilters> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 0);
+export const EventFromSequenceFilterSchema: GenMessage<EventFromSequenceFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 7);
+
+/**
+ * One filter of SearchEvents; the filters of a search all apply (AND), each kind at most once.
+ *
+ * @generated from message platform.resources.event.v3alpha.EventSearchFilter
+ */
+export type EventSearchFilter = Message<"platform.resources.event.v3alpha.EventSearchFilter"> & {
+  /**
+   * The filter.
+   *
+   * @generated from oneof platform.resources.event.v3alpha.EventSearchFilter.filter
+   */
+  filter: {
+    /**
+     * By aggregate type.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventAggregateTypeFilter aggregate_type = 1;
+     */
+    value: EventAggregateTypeFilter;
+    case: "aggregateType";
+  } | {
+    /**
+     * By aggregate.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventAggregateIDFilter aggregate_id = 2;
+     */
+    value: EventAggregateIDFilter;
+    case: "aggregateId";
+  } | {
+    /**
+     * By event type.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventTypesFilter event_types = 3;
+     */
+    value: EventTypesFilter;
+    case: "eventTypes";
+  } | {
+    /**
+     * By editor.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventEditorFilter editor_user_id = 4;
+     */
+    value: EventEditorFilter;
+    case: "editorUserId";
+  } | {
+    /**
+     * By resource owner.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventResourceOwnerFilter resource_owner = 5;
+     */
+    value: EventResourceOwnerFilter;
+    case: "resourceOwner";
+  } | {
+    /**
+     * Created after.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventCreatedAfterFilter created_after = 6;
+     */
+    value: EventCreatedAfterFilter;
+    case: "createdAfter";
+  } | {
+    /**
+     * Created before.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventCreatedBeforeFilter created_before = 7;
+     */
+    value: EventCreatedBeforeFilter;
+    case: "createdBefore";
+  } | {
+    /**
+     * The cursor.
+     *
+     * @generated from field: platform.resources.event.v3alpha.EventFromSequenceFilter from_sequence = 8;
+     */
+    value: EventFromSequenceFilter;
+    case: "fromSequence";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message platform.resources.event.v3alpha.EventSearchFilter.
+ * Use `create(EventSearchFilterSchema)` to create a new message.
+ */
+export const EventSearchFilterSchema: GenMessage<EventSearchFilter> = /*@__PURE__*/
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 8);
 
 /**
  * Who caused an event.
@@ -121,7 +303,7 @@ export type Editor = Message<"platform.resources.event.v3alpha.Editor"> & {
  * Use `create(EditorSchema)` to create a new message.
  */
 export const EditorSchema: GenMessage<Editor> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 1);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 9);
 
 /**
  * One event.
@@ -200,7 +382,7 @@ export type Event = Message<"platform.resources.event.v3alpha.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 2);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 10);
 
 /**
  * Request of SearchEvents.
@@ -224,11 +406,11 @@ export type SearchEventsRequest = Message<"platform.resources.event.v3alpha.Sear
   query?: ListQuery | undefined;
 
   /**
-   * The filters (the request body, a JSON object).
+   * The filters (the request body, a JSON array; empty or no body: every readable event).
    *
-   * @generated from field: platform.resources.event.v3alpha.EventFilters filters = 3;
+   * @generated from field: repeated platform.resources.event.v3alpha.EventSearchFilter filters = 3;
    */
-  filters?: EventFilters | undefined;
+  filters: EventSearchFilter[];
 };
 
 /**
@@ -236,7 +418,7 @@ export type SearchEventsRequest = Message<"platform.resources.event.v3alpha.Sear
  * Use `create(SearchEventsRequestSchema)` to create a new message.
  */
 export const SearchEventsRequestSchema: GenMessage<SearchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 3);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 11);
 
 /**
  * Response of SearchEvents.
@@ -266,7 +448,7 @@ export type SearchEventsResponse = Message<"platform.resources.event.v3alpha.Sea
  * Use `create(SearchEventsResponseSchema)` to create a new message.
  */
 export const SearchEventsResponseSchema: GenMessage<SearchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 4);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 12);
 
 /**
  * Request of ListEventTypes.
@@ -287,7 +469,7 @@ export type ListEventTypesRequest = Message<"platform.resources.event.v3alpha.Li
  * Use `create(ListEventTypesRequestSchema)` to create a new message.
  */
 export const ListEventTypesRequestSchema: GenMessage<ListEventTypesRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 5);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 13);
 
 /**
  * Response of ListEventTypes.
@@ -308,7 +490,7 @@ export type ListEventTypesResponse = Message<"platform.resources.event.v3alpha.L
  * Use `create(ListEventTypesResponseSchema)` to create a new message.
  */
 export const ListEventTypesResponseSchema: GenMessage<ListEventTypesResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 6);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 14);
 
 /**
  * Request of ListAggregateTypes.
@@ -329,7 +511,7 @@ export type ListAggregateTypesRequest = Message<"platform.resources.event.v3alph
  * Use `create(ListAggregateTypesRequestSchema)` to create a new message.
  */
 export const ListAggregateTypesRequestSchema: GenMessage<ListAggregateTypesRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 7);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 15);
 
 /**
  * Response of ListAggregateTypes.
@@ -350,7 +532,7 @@ export type ListAggregateTypesResponse = Message<"platform.resources.event.v3alp
  * Use `create(ListAggregateTypesResponseSchema)` to create a new message.
  */
 export const ListAggregateTypesResponseSchema: GenMessage<ListAggregateTypesResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_event_v3alpha_event_service, 8);
+  messageDesc(file_platform_resources_event_v3alpha_event_service, 16);
 
 /**
  * Searches the events of an instance and lists the event and aggregate types that exist. Needs
