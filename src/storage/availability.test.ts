@@ -99,11 +99,14 @@ describe("database availability", () => {
     for (const code of ["08006", "08001", "57P01", "57P02", "57P03", "53300"]) {
       assert.ok(isConnectionFailure(Object.assign(new Error("x"), { code })), code);
     }
+    // 55000 is an outage only as the refusal of a connection to the database
+    const refusing = new Error('database "platform" is not currently accepting connections');
+    assert.ok(isConnectionFailure(Object.assign(refusing, { code: "55000" })));
   });
 
   it("leaves every other error alone, including other outbound calls that were refused", async () => {
     // 08P01 protocol_violation: the server refusing a malformed message (a bug), not an outage
-    for (const code of ["23505", "40001", "42P01", "22021", "08P01"]) {
+    for (const code of ["23505", "40001", "42P01", "22021", "08P01", "55000"]) {
       assert.ok(!isConnectionFailure(Object.assign(new Error("x"), { code })), code);
     }
     assert.ok(!isConnectionFailure(new Error("boom")));

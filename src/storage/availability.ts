@@ -36,12 +36,20 @@ const NETWORK_ERRORS = new Set([
 
 /**
  * SQLSTATEs of a server that is going away or not accepting connections: class 08 (connection exception)
- * is matched by prefix, but for 08P01; 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up,
- * recovery), 53300 too_many_connections.
+ * is matched by prefix, but for 08P01; 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now
+ * (starting up, recovery), 53300 too_many_connections; and 55000 with the refused connection's message.
  */
 const UNAVAILABLE_STATES = new Set(["57P01", "57P02", "57P03", "53300"]);
 
 const PROTOCOL_VIOLATION = "08P01";
+
+/**
+ * 55000 object_not_in_prerequisite_state is an outage only when the server refuses a connection to the
+ * database (`ALTER DATABASE … ALLOW_CONNECTIONS false`, a database being dropped or recreated); the same
+ * code is also the answer to statements that are wrong in the current state, which are bugs.
+ */
+const NOT_IN_PREREQUISITE_STATE = "55000";
+const NOT_ACCEPTING_CONNECTIONS = /is not currently accepting connections/;
 
 /** Messages of pg, pg-pool and PGlite that carry no code. */
 const UNAVAILABLE_MESSAGES = [
@@ -60,6 +68,8 @@ export function isConnectionFailure(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
     if (NETWORK_ERRORS.has(code) || UNAVAILABLE_STATES.has(code)) return true;
+    if (code === NOT_IN_PREREQUISITE_STATE)
+      return NOT_ACCEPTING_CONNECTIONS.test(error instanceof Error ? error.message : "");
     // 08P01 protocol_violation is the server refusing what we sent (a bind with the wrong number of
     // parameters): a bug to answer with INTERNAL, not an outage to retry.
     if (/^08[0-9A-Z]{3}$/.test(code) && code !== PROTOCOL_VIOLATION) return true;
