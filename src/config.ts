@@ -15,6 +15,8 @@ export interface Config {
   databaseUrl?: string;
   /** Named (prepared) statements on PostgreSQL (PLATFORM_DATABASE_PREPARED_STATEMENTS). */
   preparedStatements: boolean;
+  /** Longest statement on PostgreSQL, in ms; 0: unbounded (PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS). */
+  statementTimeoutMs: number;
   dataDir: string;
   firstInstance: {
     orgName: string;
@@ -170,6 +172,12 @@ export const variables: VariableSpec[] = [
     default: "true",
     description:
       "PostgreSQL: each connection prepares a statement once (false: behind a pooler in transaction mode that cannot keep them)",
+  },
+  {
+    name: "PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS",
+    default: "5000",
+    description:
+      "PostgreSQL: longest statement; a slower or unanswered one ends with 503 (its connection is dropped when the server does not answer); 0 = unbounded",
   },
   { name: "PLATFORM_DATA_DIR", default: "./.data", description: "embedded database directory" },
   { name: "PLATFORM_FIRSTINSTANCE_ORG_NAME", default: "Platform", description: "first organization" },
@@ -575,6 +583,12 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     preparedStatements: parseBool(
       "PLATFORM_DATABASE_PREPARED_STATEMENTS",
       str("PLATFORM_DATABASE_PREPARED_STATEMENTS", "true")!,
+    ),
+    statementTimeoutMs: parseInteger(
+      "PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS",
+      str("PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS", "5000")!,
+      0,
+      3_600_000,
     ),
     dataDir: path.resolve(str("PLATFORM_DATA_DIR", "./.data")!),
     firstInstance: {

@@ -308,27 +308,30 @@ export class EventStore {
   async rebuild(name: string): Promise<number> {
     const projection = this.projections.find((p) => p.name === name);
     if (!projection) throw new Error(`unknown projection ${name}`);
-    const replayed = await this.db.transaction(async (tx) => {
-      for (const table of projection.tables) await tx.query(`DELETE FROM ${table}`);
-      let position = 0;
-      let replayed = 0;
-      for (;;) {
-        const batch = await this.eventsAfter(
-          position,
-          { aggregateTypes: projection.aggregateTypes, limit: 1000 },
-          tx,
-        );
-        if (batch.length === 0) return replayed;
-        for (const event of batch) {
-          const handler = projection.handlers[event.type];
-          if (handler) {
-            await handler(tx, event);
-            replayed++;
+    const replayed = await this.db.transaction(
+      async (tx) => {
+        for (const table of projection.tables) await tx.query(`DELETE FROM ${table}`);
+        let position = 0;
+        let replayed = 0;
+        for (;;) {
+          const batch = await this.eventsAfter(
+            position,
+            { aggregateTypes: projection.aggregateTypes, limit: 1000 },
+            tx,
+          );
+          if (batch.length === 0) return replayed;
+          for (const event of batch) {
+            const handler = projection.handlers[event.type];
+            if (handler) {
+              await handler(tx, event);
+              replayed++;
+            }
           }
+          position = batch.at(-1)!.position;
         }
-        position = batch.at(-1)!.position;
-      }
-    });
+      },
+      { unbounded: true },
+    );
     // the read model changed without new events: every process clears its caches
     this.broadcast.stale();
     await this.broadcast.publishStale();

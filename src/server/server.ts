@@ -27,6 +27,9 @@ declare module "fastify" {
   }
 }
 
+/** The longest `/ready` waits for the database before it answers 503 "database not answering". */
+const READY_CHECK_MS = 2000;
+
 export interface ServerDeps {
   config: Config;
   db: Database;
@@ -262,11 +265,24 @@ export function buildServer({ config, db, instances, metrics, logDestination }: 
 
   let migrated = false;
   app.get("/ready", async (_request, reply) => {
+    // A probe answers within its own bound, however long the database takes: a load balancer's check
+    // usually gives up after 2–5 s, and a late "ready" is no answer to it.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), READY_CHECK_MS);
+    });
     try {
-      await db.query("SELECT 1");
-      migrated ||= await migrationsComplete(db);
+      const checked = (async () => {
+        await db.query("SELECT 1");
+        migrated ||= await migrationsComplete(db);
+      })();
+      checked.catch(() => {});
+      if ((await Promise.race([checked, late])) === "late")
+        return reply.code(503).send({ status: "unavailable", reason: "database not answering" });
     } catch {
       return reply.code(503).send({ status: "unavailable", reason: "database unreachable" });
+    } finally {
+      clearTimeout(timer);
     }
     if (!migrated) return reply.code(503).send({ status: "unavailable", reason: "migrations pending" });
     // e.g. the embedded database's disk is full: reads are served, changes refused (507)

@@ -10,7 +10,7 @@
  * way, so a refused connection of some other outbound call never reads as "database unavailable".
  */
 import { DatabaseFullError } from "../errors.ts";
-import { type Database, type Queryable, type Row, sqlState } from "./database.ts";
+import { type Database, type Queryable, type Row, sqlState, type TransactionOptions } from "./database.ts";
 
 /** The database cannot be reached right now; retrying later may succeed. */
 export class DatabaseUnavailableError extends Error {
@@ -51,8 +51,17 @@ const PROTOCOL_VIOLATION = "08P01";
 const NOT_IN_PREREQUISITE_STATE = "55000";
 const NOT_ACCEPTING_CONNECTIONS = /is not currently accepting connections/;
 
+/**
+ * 57014 query_canceled is an outage when the server cancelled a statement for running past
+ * statement_timeout (PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS: the database is overloaded or blocked); a
+ * cancel for another reason is not.
+ */
+const QUERY_CANCELED = "57014";
+const STATEMENT_TIMEOUT = /statement timeout/;
+
 /** Messages of pg, pg-pool and PGlite that carry no code. */
 const UNAVAILABLE_MESSAGES = [
+  /^database did not answer within \d+ ms$/, // ./postgres.ts: a statement unanswered past its bound
   /^Connection terminated/, // pg: socket closed under a query; "... due to connection timeout"
   /^timeout exceeded when trying to connect$/, // pg-pool: no connection within connectionTimeoutMillis
   /^timeout expired$/, // pg: the server accepted no connection within connectionTimeoutMillis
@@ -70,6 +79,7 @@ export function isConnectionFailure(error: unknown): boolean {
     if (NETWORK_ERRORS.has(code) || UNAVAILABLE_STATES.has(code)) return true;
     if (code === NOT_IN_PREREQUISITE_STATE)
       return NOT_ACCEPTING_CONNECTIONS.test(error instanceof Error ? error.message : "");
+    if (code === QUERY_CANCELED) return STATEMENT_TIMEOUT.test(error instanceof Error ? error.message : "");
     // 08P01 protocol_violation is the server refusing what we sent (a bind with the wrong number of
     // parameters): a bug to answer with INTERNAL, not an outage to retry.
     if (/^08[0-9A-Z]{3}$/.test(code) && code !== PROTOCOL_VIOLATION) return true;
@@ -110,7 +120,8 @@ export function withAvailabilityErrors<D extends Database>(db: D): D {
     query: <T extends Row = Row>(sql: string, params?: readonly unknown[]) =>
       classifying(() => db.query<T>(sql, params)),
     exec: (sql: string) => classifying(() => db.exec(sql)),
-    transaction: <T>(fn: (tx: Queryable) => Promise<T>) => classifying(() => db.transaction(fn)),
+    transaction: <T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions) =>
+      classifying(() => db.transaction(fn, options)),
     holdProcessLease: (processId: string) => classifying(() => db.holdProcessLease(processId)),
     isProcessAlive: (processId: string) => classifying(() => db.isProcessAlive(processId)),
     storageProblem: () => db.storageProblem?.(),

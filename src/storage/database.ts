@@ -15,8 +15,12 @@ export interface Database extends Queryable {
   readonly kind: "pglite" | "postgres";
   /** Lines for the start-up output about what opening the database did (e.g. a stale lock taken over). */
   readonly notices?: readonly string[];
-  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. Its statements are
+   * bounded like every statement (PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS) unless `unbounded` (migrations,
+   * projection rebuilds: work an operator started, which may take long).
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /**
    * Marks this process as running under `processId` until the lease is released or the process ends, so
    * that other processes can tell (`isProcessAlive`) whether rows it left behind belong to work still
@@ -33,6 +37,10 @@ export interface Database extends Queryable {
   /** The connections right now, for the metrics (read at scrape time; must be cheap). */
   poolStats?(): PoolStats;
   close(): Promise<void>;
+}
+
+export interface TransactionOptions {
+  unbounded?: boolean;
 }
 
 export interface ProcessLease {

@@ -34,30 +34,33 @@ export function listMigrations(): Migration[] {
  */
 export async function migrate(db: Database): Promise<number[]> {
   const migrations = listMigrations();
-  return db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY]);
-    await tx.query(
-      `CREATE TABLE IF NOT EXISTS schema_migrations (
+  return db.transaction(
+    async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY]);
+      await tx.query(
+        `CREATE TABLE IF NOT EXISTS schema_migrations (
          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const done = new Set(
-      (await tx.query<{ version: number }>("SELECT version FROM schema_migrations")).map(
-        (row) => row.version,
-      ),
-    );
-    const applied: number[] = [];
-    for (const migration of migrations) {
-      if (done.has(migration.version)) continue;
-      await tx.exec(migration.sql);
-      await migrationSteps[migration.version]?.(tx);
-      await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
-        migration.version,
-        migration.name,
-      ]);
-      applied.push(migration.version);
-    }
-    return applied;
-  });
+      );
+      const done = new Set(
+        (await tx.query<{ version: number }>("SELECT version FROM schema_migrations")).map(
+          (row) => row.version,
+        ),
+      );
+      const applied: number[] = [];
+      for (const migration of migrations) {
+        if (done.has(migration.version)) continue;
+        await tx.exec(migration.sql);
+        await migrationSteps[migration.version]?.(tx);
+        await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
+        applied.push(migration.version);
+      }
+      return applied;
+    },
+    { unbounded: true },
+  );
 }
 
 /** True when every known migration is applied (readiness). */

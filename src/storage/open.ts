@@ -9,11 +9,15 @@ import { connectPostgres } from "./postgres.ts";
  * connection comes out as DatabaseUnavailableError (503 to clients, see availability.ts).
  */
 export async function openDatabase(
-  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "preparedStatements">>,
+  config: Pick<Config, "databaseUrl" | "dataDir"> &
+    Partial<Pick<Config, "preparedStatements" | "statementTimeoutMs">>,
 ): Promise<Database> {
   return withAvailabilityErrors(
     config.databaseUrl
-      ? await connectPostgres(config.databaseUrl, { preparedStatements: config.preparedStatements })
+      ? await connectPostgres(config.databaseUrl, {
+          preparedStatements: config.preparedStatements,
+          statementTimeoutMs: config.statementTimeoutMs,
+        })
       : await PgliteDatabase.open(config.dataDir),
   );
 }

@@ -17,7 +17,7 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
-import type { Database, Queryable, Row } from "../storage/database.ts";
+import type { Database, Queryable, Row, TransactionOptions } from "../storage/database.ts";
 
 const SYSTEM = {
   "db.system.name": "postgresql",
@@ -60,15 +60,15 @@ export function tracedDatabase<D extends Database>(db: D, tracer: Tracer): D {
       return db.kind;
     },
     ...queryable(db, currentParent),
-    transaction: <T>(fn: (tx: Queryable) => Promise<T>): Promise<T> => {
+    transaction: <T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> => {
       const parent = currentParent();
-      if (!parent) return db.transaction(fn);
+      if (!parent) return db.transaction(fn, options);
       const span = tracer.startSpan("transaction", { kind: SpanKind.CLIENT, attributes: SYSTEM }, parent);
       const inside = trace.setSpan(parent, span);
       // The statements of the transaction are its children, whatever context the driver runs `fn` in.
       return ended(
         span,
-        context.with(inside, () => db.transaction((tx) => fn(queryable(tx, () => inside)))),
+        context.with(inside, () => db.transaction((tx) => fn(queryable(tx, () => inside)), options)),
       );
     },
     holdProcessLease: (processId) => db.holdProcessLease(processId),
