@@ -60,7 +60,8 @@ describe("platform from dist/", () => {
     const original = readFileSync(source, "utf8");
     const built = () => readFileSync(path.join(checkout, "dist", "cli.js"), "utf8");
     appendFileSync(source, "\n// changed\n");
-    const changed = await runPlatformIn(checkout, ["--version"], {});
+    // any command but a version query (which answers from package.json alone) checks the build first
+    const changed = await runPlatformIn(checkout, ["help", "migrate"], {});
     assert.equal(changed.code, 0, changed.stderr);
     assert.match(
       changed.stderr,
@@ -70,7 +71,7 @@ describe("platform from dist/", () => {
 
     // a start emits without type-checking (as tsx ran the sources before); `npm run build` checks
     writeFileSync(source, `${original}\nexport const typeError: number = "not a number";\n`);
-    const typeError = await runPlatformIn(checkout, ["--version"], {});
+    const typeError = await runPlatformIn(checkout, ["help", "migrate"], {});
     assert.equal(typeError.code, 0, typeError.stderr);
     assert.match(built(), /export const typeError = "not a number";/);
     const build = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: checkout, encoding: "utf8" });
@@ -82,7 +83,7 @@ describe("platform from dist/", () => {
     );
 
     writeFileSync(source, `${original}\nexport const syntaxError = ;\n`);
-    const syntaxError = await runPlatformIn(checkout, ["--version"], {});
+    const syntaxError = await runPlatformIn(checkout, ["help", "migrate"], {});
     assert.equal(syntaxError.code, 1);
     assert.equal(syntaxError.stdout, "");
     assert.match(syntaxError.stderr, /src\/cli\.ts\(\d+,\d+\): error TS1109/);
