@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { decodeJwt, importPKCS8, SignJWT } from "jose";
-import { eventCount, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { eventCount, startPlatform } from "../../test/helpers.ts";
 import {
   assertOAuthError,
   client,
   discover,
-  type MachineClient,
   machineClient,
   ownerToken,
   postForm,
