@@ -2,14 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { decodeJwt, importPKCS8, SignJWT } from "jose";
 import { eventCount, startPlatform } from "../../test/helpers.ts";
-import {
-  assertOAuthError,
-  client,
-  discover,
-  machineClient,
-  ownerToken,
-  postForm,
-} from "../../test/oidc.ts";
+import { assertOAuthError, client, discover, machineClient, ownerToken, postForm } from "../../test/oidc.ts";
 
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
@@ -30,12 +23,19 @@ async function setUp(env: Record<string, string> = {}) {
   const now = () => Math.floor(Date.now() / 1000);
   /** A private_key_jwt assertion of svc naming `aud` (left out when undefined). */
   const clientAssertion = (aud: unknown, jti: string = crypto.randomUUID()) =>
-    new SignJWT({ iss: svc.clientId, sub: svc.clientId, aud, iat: now(), exp: now() + 300, jti })
+    new SignJWT({
+      iss: svc.clientId,
+      sub: svc.clientId,
+      aud: aud as string,
+      iat: now(),
+      exp: now() + 300,
+      jti,
+    })
       .setProtectedHeader({ alg: "RS256", kid: svc.key!.keyId })
       .sign(key);
   /** A jwt-bearer grant assertion of svc's user naming `aud`. */
   const grantAssertion = (aud: unknown, jti: string = crypto.randomUUID()) =>
-    new SignJWT({ iss: svc.userId, sub: svc.userId, aud, iat: now(), exp: now() + 300, jti })
+    new SignJWT({ iss: svc.userId, sub: svc.userId, aud: aud as string, iat: now(), exp: now() + 300, jti })
       .setProtectedHeader({ alg: "RS256", kid: svc.key!.keyId })
       .sign(key);
   /** An access token of svc (client_secret_basic would do; a JWT keeps the helpers to one kind). */

@@ -41,7 +41,12 @@ const skip = missingGo();
  */
 describe("jwt-bearer from Go (golang.org/x/oauth2/jwt, the recipe of docs/oidc.md)", { skip }, () => {
   const dir = tempDir("platform-go-");
-  let platform: TestPlatform | undefined;
+  const platforms: TestPlatform[] = [];
+  const serve = async (env: Record<string, string> = {}) => {
+    const p = await startPlatform({ listen: true, env });
+    platforms.push(p);
+    return p;
+  };
 
   /** Builds `source` offline into an executable. */
   const build = async (name: string, source: string) => {
@@ -99,23 +104,21 @@ describe("jwt-bearer from Go (golang.org/x/oauth2/jwt, the recipe of docs/oidc.m
     withAudience = await build("userinfo-strict", uncommented);
   });
   after(async () => {
-    await platform?.stop();
+    for (const p of platforms) await p.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it("as written: the token URL as aud, the default scope openid, the single-audience ID token read → userinfo", async () => {
-    platform = await startPlatform({ listen: true });
+    const platform = await serve();
     const { userId, file } = await keyFile(platform, "svc-go");
     const answer = await userinfo(asWritten, platform, file);
     assert.ok(answer.ok, answer.output);
     assert.match(answer.output, /^200 OK /);
     assert.deepEqual(JSON.parse(answer.output.slice("200 OK ".length)), { sub: userId });
-    await platform.stop();
-    platform = undefined;
   });
 
   it("the strict profile: the recipe as written is refused (invalid_grant); with its Audience line it works", async () => {
-    platform = await startPlatform({ listen: true, env: { PLATFORM_ASSERTION_AUDIENCE: "strict" } });
+    const platform = await serve({ PLATFORM_ASSERTION_AUDIENCE: "strict" });
     const { userId, file } = await keyFile(platform, "svc-go-strict");
     const refused = await userinfo(asWritten, platform, file);
     assert.equal(refused.ok, false, refused.output);
