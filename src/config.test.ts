@@ -64,6 +64,18 @@ describe("config", () => {
     assert.deepEqual(config.notification, { maxAttempts: 8, retryDelayMs: 5000, codeTtlSeconds: 3600 });
   });
 
+  it("PLATFORM_ASSERTION_AUDIENCE is compatible (the default) or strict; anything else names the variable", () => {
+    assert.equal(loadConfig({}).assertionAudience, "compatible");
+    assert.equal(loadConfig({ PLATFORM_ASSERTION_AUDIENCE: "strict" }).assertionAudience, "strict");
+    assert.equal(loadConfig({ PLATFORM_ASSERTION_AUDIENCE: "Compatible" }).assertionAudience, "compatible");
+    assert.throws(
+      () => loadConfig({ PLATFORM_ASSERTION_AUDIENCE: "fapi" }),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message === 'PLATFORM_ASSERTION_AUDIENCE: "fapi" is not one of compatible, strict',
+    );
+  });
+
   it("PLATFORM_NOTIFICATION_CODE_TTL takes seconds or a number with s, m or h", () => {
     for (const [raw, seconds] of [
       ["600", 600],

@@ -57,6 +57,11 @@ export interface Config {
   tls?: { cert: Buffer; key: Buffer };
   /** PLATFORM_MASTERKEY (32 bytes): encrypts the OIDC signing keys at rest. See `resolveMasterKey`. */
   masterKey?: Buffer;
+  /**
+   * Which `aud` assertions signed for this server may carry (PLATFORM_ASSERTION_AUDIENCE; docs/oidc.md
+   * "Audiences of assertions").
+   */
+  assertionAudience: AssertionAudienceProfile;
   /** Largest request body (REST) or request message (gRPC, gRPC-web, Connect) accepted, in bytes. */
   maxRequestBodyBytes: number;
   /** Bounds on client connections (src/server/listener.ts). */
@@ -129,6 +134,13 @@ function parseCodeTtl(raw: string): number {
   return seconds;
 }
 
+/**
+ * PLATFORM_ASSERTION_AUDIENCE (src/oidc/assertion-audience.ts): `compatible` accepts what RFC 7523 §3 and
+ * OpenID Connect Core §9 name, `strict` only the issuer, as RFC 7523bis and FAPI 2.0 ask.
+ */
+export const assertionAudienceProfiles = ["compatible", "strict"] as const;
+export type AssertionAudienceProfile = (typeof assertionAudienceProfiles)[number];
+
 export const logFormats = ["auto", "json", "pretty"] as const;
 export type LogFormat = (typeof logFormats)[number];
 
@@ -197,6 +209,12 @@ export const variables: VariableSpec[] = [
     default: "generated (embedded)",
     description:
       "32-byte key encrypting the OIDC signing keys: 64 hex chars, base64, or 32 characters; required with DATABASE_URL",
+  },
+  {
+    name: "PLATFORM_ASSERTION_AUDIENCE",
+    default: "compatible",
+    description:
+      "aud of client assertions and jwt-bearer assertions: compatible (the issuer, the token endpoint or the endpoint called; a string or a one-element array) or strict (the issuer as a string)",
   },
   { name: "PLATFORM_LOG_LEVEL", default: "info", description: "pino log level" },
   {
@@ -569,6 +587,13 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     );
   }
   const metrics = parseMetrics(port, str("PLATFORM_METRICS_PORT"), str("PLATFORM_METRICS_TOKEN"));
+  const assertionAudience = str("PLATFORM_ASSERTION_AUDIENCE", "compatible")!.toLowerCase();
+  if (!(assertionAudienceProfiles as readonly string[]).includes(assertionAudience)) {
+    throw new ConfigError(
+      "PLATFORM_ASSERTION_AUDIENCE",
+      `"${assertionAudience}" is not one of ${assertionAudienceProfiles.join(", ")}`,
+    );
+  }
 
   return {
     port,
@@ -640,6 +665,7 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
     ),
     tls,
     masterKey,
+    assertionAudience: assertionAudience as AssertionAudienceProfile,
     maxRequestBodyBytes: parseInteger(
       "PLATFORM_MAX_REQUEST_BODY_BYTES",
       str("PLATFORM_MAX_REQUEST_BODY_BYTES", String(DEFAULT_MAX_REQUEST_BODY_BYTES))!,

@@ -1,5 +1,6 @@
 import { decodeJwt, decodeProtectedHeader, type JWTPayload, jwtVerify } from "jose";
 import { constantTimeEqual, sha256 } from "../crypto/tokens.ts";
+import { assertionAudienceProblem } from "./assertion-audience.ts";
 import type { ClientAuthMethod, OidcClient } from "./clients.ts";
 import type { OidcContext, RequestInfo } from "./context.ts";
 import { InvalidClient, InvalidRequest } from "./errors.ts";
@@ -151,7 +152,9 @@ function decodeForm(value: string): string {
 
 /**
  * RFC 7523 §3 for client authentication: signed by a key of the client, `iss` = `sub` = client ID, `aud`
- * the issuer or this endpoint's URL, `exp` required and at most an hour ahead, `jti` required and used once.
+ * one audience naming this server (./assertion-audience.ts: the issuer, the token endpoint or this endpoint,
+ * or the issuer alone in the strict profile), `exp` required and at most an hour ahead, `jti` required and
+ * used once. Every check comes before the `jti` is stored, so a refused assertion uses nothing up.
  */
 async function verifyClientAssertion(
   ctx: OidcContext,
@@ -178,7 +181,6 @@ async function verifyClientAssertion(
           algorithms: ASSERTION_ALGS,
           issuer: client.clientId,
           subject: client.clientId,
-          audience: [info.issuer, endpointUrl],
           clockTolerance: skew,
           requiredClaims: ["exp", "jti"],
         })
@@ -188,7 +190,14 @@ async function verifyClientAssertion(
       // try the next key; none verifying is reported below
     }
   }
-  if (!payload) throw new InvalidClient("client_assertion is invalid (signature, iss, sub, aud or exp)");
+  if (!payload) throw new InvalidClient("client_assertion is invalid (signature, iss, sub or exp)");
+  const wrongAudience = assertionAudienceProblem(
+    payload.aud,
+    ctx.config.assertionAudience,
+    info,
+    endpointUrl,
+  );
+  if (wrongAudience) throw new InvalidClient(`client_assertion's ${wrongAudience}`);
   const exp = payload.exp!;
   if (exp * 1000 > now + (ctx.lifetimes.assertionMaxAge + skew) * 1000) {
     throw new InvalidClient("client_assertion expires too far in the future (at most one hour)");

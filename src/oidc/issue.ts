@@ -248,7 +248,7 @@ export async function prepareTokens(
 
 /**
  * An ID token (OpenID Connect Core §2): signed by the instance's active key (with its algorithm), `aud` the
- * token audience, `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
+ * token audience (`idTokenAud`), `azp` the client, `at_hash` / `c_hash` when an access token / code comes with it. The profile, email,
  * phone and address claims are left out when an access token is issued too (they come from userinfo),
  * unless the client sets `id_token_userinfo_assertion`.
  */
@@ -264,7 +264,7 @@ export async function idToken(
   const claims: Record<string, unknown> = {
     iss: info.issuer,
     sub: user.id,
-    aud: issuance.idTokenAudience ?? issuance.audience.audience,
+    aud: idTokenAud(issuance.idTokenAudience ?? issuance.audience.audience),
     exp: cappedExp(iat + ctx.lifetimes.idToken, issuance.notAfter),
     iat,
     azp: client.clientId,
@@ -297,6 +297,15 @@ export async function idToken(
     ? claims
     : await withFunctionClaims(ctx, info, "preuserinfo", { userId: user.id, user }, client, claims);
   return signWith(key, withFunctions, "JWT");
+}
+
+/**
+ * An ID token's `aud`: a single audience as a string, several as an array (OpenID Connect Core §2 allows
+ * both; clients that read it as a string, such as golang.org/x/oauth2/jwt, fail on a one-element array).
+ * JWT access tokens keep an array whatever its length, like introspection's `aud` (docs/oidc.md "Tokens").
+ */
+export function idTokenAud(audience: string[]): string | string[] {
+  return audience.length === 1 ? audience[0]! : audience;
 }
 
 async function rolesFor(

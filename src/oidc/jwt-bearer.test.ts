@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import type { KeyObject } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { exportSPKI, generateKeyPair, type JWTPayload, SignJWT } from "jose";
-import { restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { decodeJwt, exportSPKI, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { eventCount, restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
 import {
   assertOAuthError,
   client,
@@ -70,17 +70,19 @@ describe("jwt-bearer grant", () => {
       assertion: await assertion(svc, svc.key!.privateKey),
     });
     assert.equal(tokens.scope, "openid");
-    // openid-client verified the ID token (signature, iss, aud, azp, exp).
+    // openid-client verified the ID token (signature, iss, aud, azp, exp); its one audience is a string
+    // (golang.org/x/oauth2/jwt cannot read an array).
     assert.equal(tokens.claims()!.sub, svc.userId);
+    assert.equal(decodeJwt(tokens.id_token!).aud, svc.clientId);
     const info = await client.fetchUserInfo(config, tokens.access_token, svc.userId);
     assert.deepEqual(info, { sub: svc.userId });
   });
 
-  it("as golang.org/x/oauth2/jwt sends it: no scope parameter (the scope claim), no kid, an empty jti", async () => {
+  it("as golang.org/x/oauth2/jwt sends it: aud the token URL, no scope parameter (the scope claim), no kid, an empty jti", async () => {
     const goAssertion = await new SignJWT({
       iss: svc.userId,
       scope: "openid profile",
-      aud: platform.url,
+      aud: token, // its default: the token URL
       exp: now() - 10 + 3600,
       iat: now() - 10,
       typ: "",
@@ -162,15 +164,44 @@ describe("jwt-bearer grant", () => {
     );
   });
 
-  it("aud is the issuer as a single string: an array or the token endpoint is invalid_grant (RFC 7523bis)", async () => {
-    for (const aud of [[platform.url], [platform.url, token], token, `${platform.url}/`]) {
+  it("aud names this server once: the issuer or the token endpoint (RFC 7523 §3), as a string or a one-element array", async () => {
+    for (const aud of [platform.url, [platform.url], token, [token]]) {
+      const reply = await grant(await assertion(svc, svc.key!.privateKey, { claims: { aud } }));
+      assert.equal(reply.status, 200, `aud ${JSON.stringify(aud)}: ${reply.text}`);
+    }
+  });
+
+  it("aud naming anyone else, or more than once, is invalid_grant and stores nothing (RFC 7523bis)", async () => {
+    const count = async (table: string) =>
+      Number((await platform.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`))[0].n);
+    const stored = async () => [
+      await eventCount(platform),
+      await count("oidc_access_tokens"),
+      await count("oidc_used_assertions"),
+    ];
+    const jti = crypto.randomUUID();
+    for (const aud of [
+      [platform.url, "https://elsewhere.example"],
+      ["https://elsewhere.example", token],
+      [platform.url, token],
+      [],
+      "https://elsewhere.example",
+      `${platform.url}/`,
+      `${platform.url}/oauth/v2/introspect`,
+      undefined,
+    ]) {
+      const before = await stored();
       assertOAuthError(
-        await grant(await assertion(svc, svc.key!.privateKey, { claims: { aud } })),
+        await grant(await assertion(svc, svc.key!.privateKey, { claims: { aud, jti } })),
         400,
         "invalid_grant",
-        /aud must be the issuer .* as a single string/,
+        /^assertion's aud must (name one audience|be one of)/,
       );
+      assert.deepEqual(await stored(), before, `aud ${JSON.stringify(aud)}: nothing stored`);
     }
+    // None of them used the jti up.
+    const accepted = await grant(await assertion(svc, svc.key!.privateKey, { claims: { jti } }));
+    assert.equal(accepted.status, 200, accepted.text);
   });
 
   it("each way an assertion can be wrong has its own description", async () => {

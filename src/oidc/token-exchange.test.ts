@@ -165,12 +165,17 @@ describe("OIDC token exchange", () => {
     });
     assert.equal(r.status, 200, r.text);
   };
-  const clientJwt = (sub: string, key = exchangerKeyed.key, kid = exchangerKeyed.kid) =>
+  const clientJwt = (
+    sub: string,
+    key = exchangerKeyed.key,
+    kid = exchangerKeyed.kid,
+    aud: string | string[] = platform.url,
+  ) =>
     new SignJWT({})
       .setProtectedHeader({ alg: "RS256", kid })
       .setIssuer(exchangerKeyed.clientId)
       .setSubject(sub)
-      .setAudience(platform.url)
+      .setAudience(aud)
       .setIssuedAt()
       .setExpirationTime("5m")
       .sign(key);
@@ -493,6 +498,28 @@ describe("OIDC token exchange", () => {
         /^subject_token /,
       );
     }
+    // Its aud follows the rule of every assertion (docs/oidc.md "Audiences of assertions"): one audience
+    // naming this server; an array naming another party too, or another endpoint, is refused.
+    const [key, kid] = [exchangerKeyed.key, exchangerKeyed.kid];
+    for (const aud of [[platform.url, "https://elsewhere.example"], `${platform.url}/oauth/v2/introspect`]) {
+      const jwt = await clientJwt(adminId, key, kid, aud);
+      await nothingStored(() =>
+        refused(
+          exchange({ subject_token: jwt, subject_token_type: TT.jwt, ...withActor }, keyed),
+          "invalid_request",
+          /^subject_token has a wrong audience: aud must /,
+        ),
+      );
+    }
+    const atTokenEndpoint = await exchange(
+      {
+        subject_token: await clientJwt(adminId, key, kid, [`${platform.url}/oauth/v2/token`]),
+        subject_token_type: TT.jwt,
+        ...withActor,
+      },
+      keyed,
+    );
+    assert.equal((await introspect(atTokenEndpoint.access_token, supportConfig)).sub, adminId);
     await refused(
       exchange({ subject_token: "123456789", subject_token_type: TT.userId, ...withActor }),
       "invalid_request",

@@ -6,6 +6,7 @@
 import { decodeProtectedHeader, type JWTPayload, jwtVerify } from "jose";
 import { sha256 } from "../../crypto/tokens.ts";
 import { activeAccessToken, isJwt } from "../access-tokens.ts";
+import { assertionAudienceProblem } from "../assertion-audience.ts";
 import { isActive, loadUser, type UserRecord } from "../claims.ts";
 import { ASSERTION_ALGS } from "../client-auth.ts";
 import type { OidcClient } from "../clients.ts";
@@ -225,7 +226,8 @@ async function idTokenOf(
 
 /**
  * A JWT the requesting client signed with one of its keys (`kid` = key ID): `iss` = the client ID, `sub` =
- * an active user of the instance, `aud` = the issuer or the token endpoint, `iat` at most an hour old, `exp`.
+ * an active user of the instance, `aud` one audience naming this server (../assertion-audience.ts: the
+ * issuer or the token endpoint; the issuer alone in the strict profile), `iat` at most an hour old, `exp`.
  */
 async function clientJwtOf(
   ctx: OidcContext,
@@ -249,7 +251,6 @@ async function clientJwtOf(
       ({ payload } = await jwtVerify(value, key.key, {
         algorithms: ASSERTION_ALGS,
         issuer: client.clientId,
-        audience: [info.issuer, presenter.endpointUrl],
         clockTolerance: client.clockSkewSeconds,
         maxTokenAge: ctx.lifetimes.assertionMaxAge,
         requiredClaims: ["sub", "iat", "exp"],
@@ -260,11 +261,15 @@ async function clientJwtOf(
     }
   }
   if (!payload) {
-    throw invalid(
-      role,
-      "is not a valid JWT of the client (a key of the client, iss = client ID, aud, iat, exp)",
-    );
+    throw invalid(role, "is not a valid JWT of the client (a key of the client, iss = client ID, iat, exp)");
   }
+  const wrongAudience = assertionAudienceProblem(
+    payload.aud,
+    ctx.config.assertionAudience,
+    info,
+    presenter.endpointUrl,
+  );
+  if (wrongAudience) throw invalid(role, `has a wrong audience: ${wrongAudience}`);
   const user = await loadUser(ctx.db, info.instance.id, String(payload.sub));
   if (!isActive(user)) throw invalid(role, "names a user (sub) who does not exist or is not active");
   return {

@@ -1,6 +1,7 @@
 import { decodeJwt, decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from "jose";
 import { sha256 } from "../../crypto/tokens.ts";
 import { UserType } from "../../domain/user/events.ts";
+import { assertionAudienceProblem } from "../assertion-audience.ts";
 import { isActive, loadUser } from "../claims.ts";
 import { ASSERTION_ALGS } from "../client-auth.ts";
 import { GrantType, machineKeys } from "../clients.ts";
@@ -26,8 +27,10 @@ const MAX_JTI_LENGTH = 200;
  * machine user signs an assertion with one of its keys and gets an access token, plus an ID token when
  * `openid` is in the scope. The assertion is the authentication: no client authentication is needed.
  *
- * - `iss` = `sub` = the user ID; `aud` = the issuer, a single string (RFC 7523bis: never an array, never the
- *   token endpoint, so an assertion made for another server or endpoint cannot be played here).
+ * - `iss` = `sub` = the user ID; `aud` one audience naming this server (../assertion-audience.ts: the
+ *   issuer or the token endpoint, as a string or a one-element array, as RFC 7523 §3 allows and
+ *   golang.org/x/oauth2/jwt sends by default; the issuer as a string alone in the strict profile of
+ *   RFC 7523bis). An array naming anyone else is refused: it may have been made for that party.
  * - `kid` names the key; without it (RFC 7515 makes it optional) every unexpired key of the user is tried.
  * - `iat` at most an hour old, `exp` in the future (1 s clock skew).
  * - Single use: the `jti` (or, without one, the assertion itself) is remembered until the assertion can no
@@ -50,11 +53,13 @@ export const jwtBearerGrant: Grant = async (ctx, info, request) => {
     throw new InvalidGrant("assertion has no sub: it must be the machine user's ID");
   }
   if (unverified.iss !== userId) throw new InvalidGrant("assertion's iss must equal its sub (the user ID)");
-  if (unverified.aud !== info.issuer) {
-    throw new InvalidGrant(
-      `assertion's aud must be the issuer ${info.issuer} as a single string (not an array, not an endpoint URL)`,
-    );
-  }
+  const wrongAudience = assertionAudienceProblem(
+    unverified.aud,
+    ctx.config.assertionAudience,
+    info,
+    request.endpointUrl,
+  );
+  if (wrongAudience) throw new InvalidGrant(`assertion's ${wrongAudience}`);
   if (kid !== undefined && typeof kid !== "string")
     throw new InvalidGrant("assertion's kid must be a string");
 
