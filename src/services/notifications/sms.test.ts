@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   assertRejected,
   type RestReply,
@@ -262,6 +262,50 @@ describe("notification providers: SMS", () => {
     );
     // an SMS provider is not an SMTP provider: the other kind's paths do not find it
     assert.equal((await rest("GET", `/resources/v3alpha/smtp_providers/${a.id}`)).status, 404);
+  });
+
+  it("signing keys only for writers: IAM_OWNER_VIEWER gets providers without them (REST, gRPC, Connect)", async () => {
+    const { id, signingKey } = await create({ description: "keyed", http: { endpoint: `${base}/ok` } });
+    const byId = [{ id: { id } }];
+    const asViewer = restClient(platform, () => callers.viewer);
+    const got = await asViewer("GET", `${SMS}/${id}`);
+    assert.equal(got.status, 200);
+    assert.equal(got.json.provider.provider.description, "keyed");
+    assert.equal(got.json.provider.provider.signing_key ?? "", "");
+    const found = await asViewer("POST", `${SMS}/_search`, { json: byId });
+    assert.deepEqual(
+      found.json.result.map((r: { provider: { signing_key?: string } }) => r.provider.signing_key ?? ""),
+      [""],
+    );
+    assert.ok(!got.text.includes(signingKey) && !found.text.includes(signingKey));
+    for (const transport of [
+      createGrpcTransport({ baseUrl: platform.url }),
+      createConnectTransport({ baseUrl: platform.url, httpVersion: "1.1" }),
+    ]) {
+      const client = createClient(PlatformNotifications, transport);
+      const as = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+      const search = { filters: [{ filter: { case: "id" as const, value: { id } } }] };
+      assert.equal(
+        (await client.getSMSProvider({ id }, as(callers.viewer))).provider!.provider!.signingKey,
+        "",
+      );
+      const viewerFound = await client.searchSMSProviders(search, as(callers.viewer));
+      assert.deepEqual(
+        viewerFound.result.map((r) => r.provider!.signingKey),
+        [""],
+      );
+      // the owner, who may write providers, still reads the key
+      const ownerGot = await client.getSMSProvider({ id }, as(callers.owner));
+      assert.equal(ownerGot.provider!.provider!.signingKey, signingKey);
+      const ownerFound = await client.searchSMSProviders(search, as(callers.owner));
+      assert.deepEqual(
+        ownerFound.result.map((r) => r.provider!.signingKey),
+        [signingKey],
+      );
+    }
+    assert.equal((await rest("GET", `${SMS}/${id}`)).json.provider.provider.signing_key, signingKey);
+    const ownerFound = await rest("POST", `${SMS}/_search`, { json: byId });
+    assert.equal(ownerFound.json.result[0].provider.signing_key, signingKey);
   });
 
   it("permissions and Connect", async () => {
