@@ -19,6 +19,7 @@ import type { Resolve } from "../../net/outbound.ts";
 import { addCallers } from "../actions/testing.ts";
 
 const SMS = "/resources/v3alpha/sms_providers";
+const LOOPBACK_SECRET = "pat-7f3a9c-host-only";
 
 const NAMES: Record<string, string> = {
   "sms.test": "127.0.0.1",
@@ -67,7 +68,10 @@ describe("notification providers: SMS", () => {
           body,
         });
         if (req.url === "/fail") {
-          res.writeHead(503, { "content-type": "text/plain" }).end("gateway out of credit");
+          // as another service on the host could answer: nothing of it may reach the API caller
+          res
+            .writeHead(503, { "content-type": "application/json" })
+            .end(`{"api_token":"${LOOPBACK_SECRET}"}`);
         } else res.writeHead(202).end();
       });
     });
@@ -127,15 +131,30 @@ describe("notification providers: SMS", () => {
     });
   });
 
-  it("_test maps a failing endpoint to FAILED_PRECONDITION naming its answer", async () => {
+  it("_test maps a failing endpoint to FAILED_PRECONDITION naming its status, not a loopback endpoint's body", async () => {
     const { id } = await create({ description: "failing", http: { endpoint: `${base}/fail` } });
     const r = await rest("POST", `${SMS}/${id}/_test`, { json: { receiver_number: "+1 555 0100" } });
     assert.equal(r.status, 400, r.text);
     assert.equal(r.json.code, 9);
     assert.equal(
       r.json.message,
-      "the message could not be sent: the endpoint answered 503: gateway out of credit",
+      "the message could not be sent: the endpoint answered 503 (answer body withheld: the provider's address is private)",
     );
+    assert.ok(!r.text.includes(LOOPBACK_SECRET));
+    // nor does the record of a message sent through it show the body
+    assert.equal((await rest("POST", `${SMS}/${id}/_activate`)).status, 200);
+    await assert.rejects(
+      platform.deps.notifications.sendSms({
+        recipient: "+1",
+        text: "t",
+        message_type: "otp",
+        user_id: "",
+        instance_id: platform.bootstrapResult!.instanceId,
+      }),
+      (e: Error) =>
+        /answered 503 \(answer body withheld/.test(e.message) && !e.message.includes(LOOPBACK_SECRET),
+    );
+    assert.equal((await rest("POST", `${SMS}/${id}/_deactivate`)).status, 200);
   });
 
   it("refuses link-local and metadata endpoints: literals on create, names at connect time", async () => {
