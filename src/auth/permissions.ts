@@ -17,6 +17,10 @@
  * only by the END_USER_IMPERSONATOR roles: owning an instance or organization does not imply it, it must be
  * granted on purpose.
  *
+ * Secrets a read answers (the signing keys of action targets and of SMS providers) go only to callers that
+ * may also write what they read (`secretsPermission`: `x.read` → `x.write`); other readers get the field
+ * empty. A signing key lets its holder forge the calls Platform signs, which is a writer's power.
+ *
  * No control over a more privileged account (`coversRoles`, applied by `Authorizer.controlsAccount`): a
  * permission to change users lets the caller change only accounts whose roles it holds itself, so that
  * taking over an account never gains more than the caller already has.
@@ -148,6 +152,16 @@ export const rolePermissions: Record<string, readonly Permission[]> = {
     "user.grant.read",
   ],
 };
+
+/**
+ * The permission a caller must hold, besides `read`, to be answered the secrets of what it reads (see
+ * above): the write permission of the same resource.
+ */
+export function secretsPermission(read: Extract<Permission, `${string}.read`>): Permission {
+  const write = `${read.slice(0, -".read".length)}.write`;
+  if (!(permissions as readonly string[]).includes(write)) throw new Error(`no write permission for ${read}`);
+  return write as Permission;
+}
 
 /** Roles a membership may hold in each kind of context (`GET /memberships/roles`). */
 export const rolesByContext = { instance: InstanceRoles, org: OrgRoles, project: ProjectRoles } as const;

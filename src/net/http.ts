@@ -32,6 +32,8 @@ export interface CallAnswer {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
+  /** The address the answer came from (undefined when the socket does not say). */
+  remoteAddress?: string;
 }
 
 export interface HttpCallerOptions {
@@ -161,6 +163,8 @@ export class HttpCaller {
         else fail(new CallFailure("unreachable", `could not be reached (${error.code ?? error.message})`));
       });
       request.on("response", (response) => {
+        // read now: by the end of the answer the socket may be handed back or closed
+        const remoteAddress = response.socket?.remoteAddress;
         const chunks: Buffer[] = [];
         let size = 0;
         const declared = Number(response.headers["content-length"]);
@@ -188,6 +192,7 @@ export class HttpCaller {
             status: response.statusCode ?? 0,
             headers: response.headers,
             body: Buffer.concat(chunks),
+            remoteAddress,
           });
         });
       });

@@ -28,6 +28,21 @@ import { ALWAYS_REFUSED, addressKind, KIND_PHRASES, PRIVATE_KINDS, stripBrackets
 import { DenyList } from "./deny-list.ts";
 
 /**
+ * Whether a server at `address` (the address a connection went to) is one of the host's or its networks'
+ * own: a loopback or private address, or one that is not known. What such a server answers is not shown to
+ * the API caller who configured the connection (only its status): it may be any service of the host,
+ * another instance's API included, which an instance's administrator must not read through Platform
+ * (docs/operations.md "Multi-tenant hosting").
+ */
+export function answerIsInternal(address: string | undefined): boolean {
+  const kind = address === undefined ? undefined : addressKind(address);
+  return kind === undefined || PRIVATE_KINDS.has(kind);
+}
+
+/** How a withheld answer is named in a message (see `answerIsInternal`). */
+export const ANSWER_WITHHELD = "withheld: the provider's address is private";
+
+/**
  * Who configured the destination: the instance (its administrators) or an organization below it
  * (an organization owner, who is trusted with less of the server's network).
  */

@@ -7,6 +7,7 @@
 import type { SmsConfig } from "../domain/notification/events.ts";
 import { signatureHeader } from "../execution/signing.ts";
 import { CallFailure, type HttpCaller } from "../net/http.ts";
+import { ANSWER_WITHHELD, answerIsInternal } from "../net/outbound.ts";
 
 /** What Platform POSTs to the endpoint (docs/notifications.md). */
 export interface SmsMessage {
@@ -19,7 +20,10 @@ export interface SmsMessage {
   instance_id: string;
 }
 
-/** Why a message was not handed over: the endpoint's status (and the start of its answer) or no answer. */
+/**
+ * Why a message was not handed over: the endpoint's status (and the start of its answer, unless the
+ * endpoint's address is loopback or private: src/net/outbound.ts `answerIsInternal`) or no answer.
+ */
 export class SmsSendError extends Error {
   constructor(
     message: string,
@@ -59,7 +63,12 @@ export async function sendSms(
   }
   if (answer.status < 200 || answer.status > 299) {
     const text = answer.body.toString("utf8", 0, Math.min(answer.body.length, 200)).trim();
-    throw new SmsSendError(`the endpoint answered ${answer.status}${text ? `: ${text}` : ""}`, answer.status);
+    const shown = !text
+      ? ""
+      : answerIsInternal(answer.remoteAddress)
+        ? ` (answer body ${ANSWER_WITHHELD})`
+        : `: ${text}`;
+    throw new SmsSendError(`the endpoint answered ${answer.status}${shown}`, answer.status);
   }
   return { status: answer.status };
 }

@@ -8,7 +8,7 @@
 import net from "node:net";
 import { createTransport } from "nodemailer";
 import type { SmtpConfig } from "../domain/notification/events.ts";
-import type { OutboundGuard } from "../net/outbound.ts";
+import { ANSWER_WITHHELD, answerIsInternal, type OutboundGuard } from "../net/outbound.ts";
 
 /** Port of implicit TLS (SMTPS, RFC 8314); every other port speaks plain SMTP first (STARTTLS). */
 export const IMPLICIT_TLS_PORT = 465;
@@ -28,7 +28,11 @@ export interface SmtpOptions {
   ca?: string[];
 }
 
-/** Why a message was not sent: the server's answer (`response`, e.g. `550 5.1.1 ...`) when it gave one. */
+/**
+ * Why a message was not sent: the server's answer (`response`, e.g. `550 5.1.1 ...`) when it gave one. From
+ * a server at a loopback or private address (src/net/outbound.ts `answerIsInternal`) only the reply code is
+ * kept: its text (a banner, an error) could be another service's, e.g. when the "SMTP server" is not one.
+ */
 export class SmtpSendError extends Error {
   constructor(
     message: string,
@@ -90,6 +94,8 @@ export function openSmtp(
     return { send: () => Promise.reject(refusal), close: () => {} };
   }
   const implicit = config.tls && address.port === IMPLICIT_TLS_PORT;
+  // whether a connection of this transport went to an internal address: its answers are then withheld
+  let internal = false;
   const transport = createTransport({
     ...(pool ? { pool: true as const, maxConnections: pool, maxMessages: Number.POSITIVE_INFINITY } : {}),
     host: address.host,
@@ -113,6 +119,7 @@ export function openSmtp(
       );
       socket.once("connect", () => {
         clearTimeout(timer);
+        if (answerIsInternal(socket.remoteAddress)) internal = true;
         socket.removeListener("error", onError);
         callback(null, { connection: socket });
       });
@@ -139,8 +146,16 @@ export function openSmtp(
         });
         return { response: info.response, messageId: info.messageId };
       } catch (error) {
-        const e = error as Error & { response?: string; code?: string };
-        throw new SmtpSendError(e.message, e.response, e.code);
+        const e = error as Error & { response?: string; code?: string; command?: string };
+        if (!internal || !e.response) throw new SmtpSendError(e.message, e.response, e.code);
+        // nodemailer's message embeds the answer too: both are replaced by the reply code (if any)
+        const reply = /^\d{3}(?=[\s-]|$)/.exec(e.response)?.[0];
+        const withheld = `${reply ?? "no reply code"} (answer text ${ANSWER_WITHHELD})`;
+        throw new SmtpSendError(
+          `${e.code ?? "error"}${e.command ? ` after ${e.command}` : ""}: ${withheld}`,
+          withheld,
+          e.code,
+        );
       }
     },
     close: () => transport.close(),

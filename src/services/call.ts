@@ -8,7 +8,7 @@ import type { RequestScope } from "../api/scope.ts";
 import { scopeKey } from "../api/scope.ts";
 import type { Caller, ResolvedContext } from "../auth/caller.ts";
 import { type ContextSelector, resolveContext } from "../auth/context.ts";
-import type { Permission } from "../auth/permissions.ts";
+import { type Permission, secretsPermission } from "../auth/permissions.ts";
 import type { FeatureFlag } from "../domain/settings/features.ts";
 import { InternalError } from "../errors.ts";
 import type { RequestContext } from "../gen/platform/object/v3alpha/object_pb.ts";
@@ -138,4 +138,17 @@ export async function authorize(
   if (options.features?.length && context.type !== "system")
     await deps.features.require(context.instanceId, ...options.features);
   return { ...call, context };
+}
+
+/**
+ * Whether the call, authorized for `read`, is answered the secrets of what it reads (signing keys): only
+ * when the caller also holds the write permission of the resource in the call's context
+ * (src/auth/permissions.ts `secretsPermission`). Readers without it get those fields empty.
+ */
+export function answersSecrets(
+  deps: ServiceDeps,
+  call: AuthorizedCall,
+  read: Extract<Permission, `${string}.read`>,
+): Promise<boolean> {
+  return deps.authorizer.can(call.caller, secretsPermission(read), call.context);
 }

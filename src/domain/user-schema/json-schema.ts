@@ -3,8 +3,14 @@
  * checking users' data against it. A schema may refer only to itself (`$ref` starting with `#`): nothing is
  * ever fetched. `format` is an annotation, as draft 2020-12 defines it by default (not checked).
  * Compiled validators are kept per (instance, schema ID, revision): a revision never changes.
+ *
+ * `pattern` and `patternProperties` run on RE2 (re2js, pure JavaScript), whose time is linear in the length
+ * of the value whatever the expression: on the backtracking RegExp, a pattern like `^(a+)+$` takes time
+ * exponential in the value's length and blocks the whole server for one request. RE2 has no backreferences
+ * and no lookaround: a schema using them is refused when it is stored (docs/user-schemas.md "Patterns").
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
+import { RE2JS } from "re2js";
 import { InvalidArgumentError } from "../../errors.ts";
 
 /** The keyword of field permissions (./field-access.ts). */
@@ -16,6 +22,49 @@ export const MAX_DATA_BYTES = 64 * 1024;
 
 const ACCESS = { enum: ["rw", "r", "w", ""] };
 
+/**
+ * Whether an ECMA-262 pattern holds a backreference (`\1`…`\9`, `\k<name>`): RE2 has none, and re2js's
+ * translation would read `\k<name>` as the literal text `k<name>` instead of refusing it.
+ */
+function hasBackreference(pattern: string): boolean {
+  for (let i = 0; i < pattern.length; i++) {
+    if (pattern[i] !== "\\") continue;
+    const next = pattern[i + 1] ?? "";
+    if (next === "k" || (next >= "1" && next <= "9")) return true;
+    i++; // the escaped character
+  }
+  return false;
+}
+
+/**
+ * ajv's regular-expression engine for user schemas (`code.regExp`): a pattern must be an ECMA-262 regular
+ * expression in Unicode mode (JSON Schema's dialect, as the login UI's browsers read it) that RE2 can run;
+ * it is matched by RE2 only.
+ */
+export const linearRegExp = Object.assign(
+  (pattern: string) => {
+    try {
+      new RegExp(pattern, "u"); // the syntax check only: nothing is matched with it
+    } catch (error) {
+      throw new Error(`pattern ${JSON.stringify(pattern)} is invalid: ${(error as Error).message}`);
+    }
+    const unsupported = (why: string) =>
+      new Error(
+        `pattern ${JSON.stringify(pattern)} is not supported (patterns run on a linear-time engine, without backreferences or lookaround): ${why}`,
+      );
+    if (hasBackreference(pattern)) throw unsupported("it holds a backreference");
+    let re2: RE2JS;
+    try {
+      re2 = RE2JS.compile(RE2JS.translateRegExp(pattern));
+    } catch (error) {
+      throw unsupported((error as Error).message);
+    }
+    // toString: ajv shares compiled patterns by it
+    return { test: (value: string) => re2.test(value), toString: () => `re2:${pattern}` };
+  },
+  { code: "linearRegExp" },
+);
+
 function newAjv() {
   const ajv = new Ajv2020({
     // user schemas may carry annotations ajv does not know (`x-…`, `examples` of other vocabularies)
@@ -25,6 +74,7 @@ function newAjv() {
     // user schemas never join ajv's registry: their `$id`s must not meet across instances
     addUsedSchema: false,
     logger: false,
+    code: { regExp: linearRegExp },
     // no loadSchema: a reference ajv cannot resolve within the schema fails the compilation
   });
   ajv.addKeyword({
@@ -75,8 +125,8 @@ function firstError(errors: ErrorObject[] | null | undefined): ErrorObject | und
 /**
  * Throws INVALID_ARGUMENT on `field` naming the first problem when `schema` is not a JSON Schema of draft
  * 2020-12 Platform can use: larger than MAX_SCHEMA_BYTES, another `$schema`, a reference to another document,
- * a keyword with an invalid value (meta-schema), or one ajv cannot compile (an invalid `pattern`, an
- * unresolvable `#` reference).
+ * a keyword with an invalid value (meta-schema), or one ajv cannot compile (an invalid `pattern` or one RE2
+ * cannot run, an unresolvable `#` reference).
  */
 export function checkSchema(schema: Record<string, unknown>, field: string): void {
   const size = byteLength(schema);

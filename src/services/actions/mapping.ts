@@ -59,7 +59,8 @@ export function instanceOwner(instanceId: string) {
   return { type: 2 as const, id: instanceId };
 }
 
-export function toGetTarget(row: TargetRow, instanceId: string): GetTarget {
+/** A target as answered; its signing key only `withKey` (src/services/call.ts `answersSecrets`). */
+export function toGetTarget(row: TargetRow, instanceId: string, withKey: boolean): GetTarget {
   const url = row.url;
   const target: Target = create(TargetSchema, {
     name: row.name,
@@ -72,7 +73,7 @@ export function toGetTarget(row: TargetRow, instanceId: string): GetTarget {
       row.execution_choice === ExecutionChoice.isAsync
         ? { case: "isAsync", value: row.is_async }
         : { case: "interruptOnError", value: row.interrupt_on_error },
-    signingKey: row.signing_key,
+    signingKey: withKey ? row.signing_key : "",
   });
   return create(GetTargetSchema, {
     details: resourceDetails({

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   assertRejected,
   assertRpcError,
@@ -437,6 +437,49 @@ describe("actions: targets", () => {
       await rejects(() => rest("DELETE", path, { token }), 403, 7);
     }
     await rejects(() => rest("GET", path, { token: "invalid" }), 401, 16);
+  });
+
+  it("signing keys only for writers: IAM_OWNER_VIEWER gets targets without them (REST, gRPC, Connect)", async () => {
+    const { json: body } = await createTarget(valid("keyed"));
+    const { id } = body.details;
+    const key: string = body.signing_key;
+    const byName = [{ name: { name: "keyed" } }];
+    const viewer = { token: callers.viewer };
+    const got = await rest("GET", `${TARGETS}/${id}`, viewer);
+    assert.equal(got.status, 200);
+    assert.equal(got.json.target.target.name, "keyed");
+    assert.equal(got.json.target.target.signing_key ?? "", "");
+    const found = await rest("POST", `${TARGETS}/_search`, { ...viewer, json: byName });
+    assert.deepEqual(
+      found.json.result.map((r: Json) => [r.details.id, r.target.signing_key ?? ""]),
+      [[id, ""]],
+    );
+    assert.ok(!got.text.includes(key) && !found.text.includes(key));
+    for (const transport of [
+      createGrpcTransport({ baseUrl: platform.url }),
+      createConnectTransport({ baseUrl: platform.url, httpVersion: "1.1" }),
+    ]) {
+      const client = createClient(PlatformActions, transport);
+      const as = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+      const search = {
+        filters: [{ filter: { case: "name" as const, value: { name: "keyed", method: 0 } } }],
+      };
+      assert.equal((await client.getTarget({ id }, as(callers.viewer))).target!.target!.signingKey, "");
+      const viewerFound = await client.searchTargets(search, as(callers.viewer));
+      assert.deepEqual(
+        viewerFound.result.map((r) => r.target!.signingKey),
+        [""],
+      );
+      // the owner, who may write targets, still reads the key
+      assert.equal((await client.getTarget({ id }, as(callers.owner))).target!.target!.signingKey, key);
+      const ownerFound = await client.searchTargets(search, as(callers.owner));
+      assert.deepEqual(
+        ownerFound.result.map((r) => r.target!.signingKey),
+        [key],
+      );
+    }
+    assert.equal((await rest("GET", `${TARGETS}/${id}`)).json.target.target.signing_key, key);
+    assert.equal((await search("", byName)).json.result[0].target.signing_key, key);
   });
 
   it("each feature flag off answers 400 FAILED_PRECONDITION naming it", async () => {

@@ -17,7 +17,7 @@ import type { PatchTarget, Target } from "../../gen/platform/resources/action/v3
 import { newId } from "../../id.ts";
 import { getTarget, searchTargets, type TargetFilter } from "../../query/actions.ts";
 import { toPage } from "../../query/search.ts";
-import type { AuthorizedCall } from "../call.ts";
+import { type AuthorizedCall, answersSecrets } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails, resourceDetails } from "../mapping.ts";
 import { instanceOwner, requireHttpUrl, timeoutNs, toGetTarget } from "./mapping.ts";
@@ -144,7 +144,8 @@ export function targetRpcs(
       const call = await authorize(ctx, "action.target.read");
       const row = await getTarget(deps.db, call.instanceId, req.id);
       if (!row) throw new NotFoundError(`target ${req.id} not found`);
-      return create(GetTargetResponseSchema, { target: toGetTarget(row, call.instanceId) });
+      const withKey = await answersSecrets(deps, call, "action.target.read");
+      return create(GetTargetResponseSchema, { target: toGetTarget(row, call.instanceId, withKey) });
     },
 
     async searchTargets(req, ctx) {
@@ -156,10 +157,11 @@ export function targetRpcs(
           : { ids: f.filter.value?.ids ?? [] },
       );
       const result = await searchTargets(deps.db, call.instanceId, filters, req.sortingColumn, page);
+      const withKey = await answersSecrets(deps, call, "action.target.read");
       return create(SearchTargetsResponseSchema, {
         details: listDetails(result),
         sortingColumn: req.sortingColumn,
-        result: result.rows.map((row) => toGetTarget(row, call.instanceId)),
+        result: result.rows.map((row) => toGetTarget(row, call.instanceId, withKey)),
       });
     },
   };

@@ -190,7 +190,11 @@ describe("notification delivery", () => {
     const [message] = await settled(id);
     assert.equal(message.state, "NOTIFICATION_STATE_SENT", JSON.stringify(message));
     assert.equal(message.attempts, 3);
-    assert.match(String(message.last_error), /451 4\.3\.0 try again later/);
+    // the receiver is on loopback: the reply code is kept (a refusal to retry), the text is not
+    assert.equal(
+      message.last_error,
+      "the SMTP server answered: 451 (answer text withheld: the provider's address is private)",
+    );
     assert.equal(busyRefusals, 0);
 
     busyRefusals = 100;
@@ -206,7 +210,11 @@ describe("notification delivery", () => {
     const [gone] = await settled(refused);
     assert.equal(gone.state, "NOTIFICATION_STATE_FAILED");
     assert.equal(gone.attempts, 1);
-    assert.match(String(gone.last_error), /^the SMTP server answered: 550 5\.1\.1 mailbox unavailable/);
+    // the receiver is on loopback: its reply code is kept (a refusal for good), its text is not
+    assert.equal(
+      gone.last_error,
+      "the SMTP server answered: 550 (answer text withheld: the provider's address is private)",
+    );
   });
 
   it("a message queued in a transaction that rolls back does not exist", async () => {

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   assertRejected,
   type RestReply,
@@ -19,6 +19,7 @@ import type { Resolve } from "../../net/outbound.ts";
 import { addCallers } from "../actions/testing.ts";
 
 const SMS = "/resources/v3alpha/sms_providers";
+const LOOPBACK_SECRET = "pat-7f3a9c-host-only";
 
 const NAMES: Record<string, string> = {
   "sms.test": "127.0.0.1",
@@ -67,7 +68,10 @@ describe("notification providers: SMS", () => {
           body,
         });
         if (req.url === "/fail") {
-          res.writeHead(503, { "content-type": "text/plain" }).end("gateway out of credit");
+          // as another service on the host could answer: nothing of it may reach the API caller
+          res
+            .writeHead(503, { "content-type": "application/json" })
+            .end(`{"api_token":"${LOOPBACK_SECRET}"}`);
         } else res.writeHead(202).end();
       });
     });
@@ -127,15 +131,30 @@ describe("notification providers: SMS", () => {
     });
   });
 
-  it("_test maps a failing endpoint to FAILED_PRECONDITION naming its answer", async () => {
+  it("_test maps a failing endpoint to FAILED_PRECONDITION naming its status, not a loopback endpoint's body", async () => {
     const { id } = await create({ description: "failing", http: { endpoint: `${base}/fail` } });
     const r = await rest("POST", `${SMS}/${id}/_test`, { json: { receiver_number: "+1 555 0100" } });
     assert.equal(r.status, 400, r.text);
     assert.equal(r.json.code, 9);
     assert.equal(
       r.json.message,
-      "the message could not be sent: the endpoint answered 503: gateway out of credit",
+      "the message could not be sent: the endpoint answered 503 (answer body withheld: the provider's address is private)",
     );
+    assert.ok(!r.text.includes(LOOPBACK_SECRET));
+    // nor does the record of a message sent through it show the body
+    assert.equal((await rest("POST", `${SMS}/${id}/_activate`)).status, 200);
+    await assert.rejects(
+      platform.deps.notifications.sendSms({
+        recipient: "+1",
+        text: "t",
+        message_type: "otp",
+        user_id: "",
+        instance_id: platform.bootstrapResult!.instanceId,
+      }),
+      (e: Error) =>
+        /answered 503 \(answer body withheld/.test(e.message) && !e.message.includes(LOOPBACK_SECRET),
+    );
+    assert.equal((await rest("POST", `${SMS}/${id}/_deactivate`)).status, 200);
   });
 
   it("refuses link-local and metadata endpoints: literals on create, names at connect time", async () => {
@@ -262,6 +281,50 @@ describe("notification providers: SMS", () => {
     );
     // an SMS provider is not an SMTP provider: the other kind's paths do not find it
     assert.equal((await rest("GET", `/resources/v3alpha/smtp_providers/${a.id}`)).status, 404);
+  });
+
+  it("signing keys only for writers: IAM_OWNER_VIEWER gets providers without them (REST, gRPC, Connect)", async () => {
+    const { id, signingKey } = await create({ description: "keyed", http: { endpoint: `${base}/ok` } });
+    const byId = [{ id: { id } }];
+    const asViewer = restClient(platform, () => callers.viewer);
+    const got = await asViewer("GET", `${SMS}/${id}`);
+    assert.equal(got.status, 200);
+    assert.equal(got.json.provider.provider.description, "keyed");
+    assert.equal(got.json.provider.provider.signing_key ?? "", "");
+    const found = await asViewer("POST", `${SMS}/_search`, { json: byId });
+    assert.deepEqual(
+      found.json.result.map((r: { provider: { signing_key?: string } }) => r.provider.signing_key ?? ""),
+      [""],
+    );
+    assert.ok(!got.text.includes(signingKey) && !found.text.includes(signingKey));
+    for (const transport of [
+      createGrpcTransport({ baseUrl: platform.url }),
+      createConnectTransport({ baseUrl: platform.url, httpVersion: "1.1" }),
+    ]) {
+      const client = createClient(PlatformNotifications, transport);
+      const as = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+      const search = { filters: [{ filter: { case: "id" as const, value: { id } } }] };
+      assert.equal(
+        (await client.getSMSProvider({ id }, as(callers.viewer))).provider!.provider!.signingKey,
+        "",
+      );
+      const viewerFound = await client.searchSMSProviders(search, as(callers.viewer));
+      assert.deepEqual(
+        viewerFound.result.map((r) => r.provider!.signingKey),
+        [""],
+      );
+      // the owner, who may write providers, still reads the key
+      const ownerGot = await client.getSMSProvider({ id }, as(callers.owner));
+      assert.equal(ownerGot.provider!.provider!.signingKey, signingKey);
+      const ownerFound = await client.searchSMSProviders(search, as(callers.owner));
+      assert.deepEqual(
+        ownerFound.result.map((r) => r.provider!.signingKey),
+        [signingKey],
+      );
+    }
+    assert.equal((await rest("GET", `${SMS}/${id}`)).json.provider.provider.signing_key, signingKey);
+    const ownerFound = await rest("POST", `${SMS}/_search`, { json: byId });
+    assert.equal(ownerFound.json.result[0].provider.signing_key, signingKey);
   });
 
   it("permissions and Connect", async () => {

@@ -38,6 +38,7 @@ import {
 } from "../../query/notification-providers.ts";
 import { toPage } from "../../query/search.ts";
 import { requireHttpUrl } from "../actions/mapping.ts";
+import { answersSecrets } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { listDetails } from "../mapping.ts";
 import { providerDetails, requireProvider, requireReachable, rowDetails, toFilters } from "./common.ts";
@@ -53,7 +54,8 @@ function endpointOf(deps: ServiceDeps, endpoint: string): string {
 
 /** CreateSMSProvider … TestSMSProvider. */
 export function smsRpcs(deps: ServiceDeps, gate: Gate): Partial<ServiceImpl<typeof PlatformNotifications>> {
-  const toGet = (row: ProviderRow, instanceId: string): GetSMSProvider => {
+  /** A provider as answered; its signing key only `withKey` (src/services/call.ts `answersSecrets`). */
+  const toGet = (row: ProviderRow, instanceId: string, withKey: boolean): GetSMSProvider => {
     const c = row.config as SmsConfig;
     return create(GetSMSProviderSchema, {
       details: rowDetails(row, instanceId),
@@ -61,7 +63,7 @@ export function smsRpcs(deps: ServiceDeps, gate: Gate): Partial<ServiceImpl<type
       provider: create(SMSProviderSchema, {
         description: c.description,
         type: { case: "http", value: create(HTTPSMSProviderSchema, { endpoint: c.endpoint }) },
-        signingKey: deps.notifications.secretOf(instanceId, row, SECRET.signingKey) ?? "",
+        signingKey: withKey ? (deps.notifications.secretOf(instanceId, row, SECRET.signingKey) ?? "") : "",
       }),
     });
   };
@@ -119,7 +121,8 @@ export function smsRpcs(deps: ServiceDeps, gate: Gate): Partial<ServiceImpl<type
     async getSMSProvider(req, ctx) {
       const call = await gate(ctx, "iam.notification.read");
       const row = await requireProvider(deps.db, call.instanceId, "sms", req.id);
-      return create(GetSMSProviderResponseSchema, { provider: toGet(row, call.instanceId) });
+      const withKey = await answersSecrets(deps, call, "iam.notification.read");
+      return create(GetSMSProviderResponseSchema, { provider: toGet(row, call.instanceId, withKey) });
     },
 
     async searchSMSProviders(req, ctx) {
@@ -133,10 +136,11 @@ export function smsRpcs(deps: ServiceDeps, gate: Gate): Partial<ServiceImpl<type
         req.sortingColumn,
         page,
       );
+      const withKey = await answersSecrets(deps, call, "iam.notification.read");
       return create(SearchSMSProvidersResponseSchema, {
         details: listDetails(result),
         sortingColumn: req.sortingColumn,
-        result: result.rows.map((row) => toGet(row, call.instanceId)),
+        result: result.rows.map((row) => toGet(row, call.instanceId, withKey)),
       });
     },
 

@@ -175,6 +175,21 @@ describe("user schemas", () => {
         /^user_schema\.schema: is not a usable JSON Schema: .*regular expression/i,
       ],
       [
+        "a backreference (the linear-time engine has none)",
+        valid({ schema: { type: "object", properties: { a: { type: "string", pattern: "^(a)\\1$" } } } }),
+        /^user_schema\.schema: is not a usable JSON Schema: pattern "\^\(a\)\\\\1\$" is not supported \(patterns run on a linear-time engine, without backreferences or lookaround\)/,
+      ],
+      [
+        "a named backreference",
+        valid({ schema: { type: "string", pattern: "(?<x>a)\\k<x>" } }),
+        /^user_schema\.schema: is not a usable JSON Schema: pattern .* is not supported .*: it holds a backreference$/,
+      ],
+      [
+        "a lookahead in patternProperties",
+        valid({ schema: { type: "object", patternProperties: { "^(?!x)": { type: "string" } } } }),
+        /^user_schema\.schema: is not a usable JSON Schema: pattern "\^\(\?!x\)" is not supported/,
+      ],
+      [
         "remote $ref",
         valid({ schema: { type: "object", properties: { a: { $ref: "https://example.com/s.json" } } } }),
         'user_schema.schema: at /properties/a/$ref: $ref "https://example.com/s.json" refers to another document',

@@ -684,7 +684,8 @@ export const PlatformActions: GenService<{
     output: typeof RotateTargetSigningKeyResponseSchema;
   },
   /**
-   * Returns a target with its signing key. Permission `action.target.read`.
+   * Returns a target, with its signing key for callers holding `action.target.write` (empty for other
+   * readers). Permission `action.target.read`.
    *
    * @generated from rpc platform.resources.action.v3alpha.PlatformActions.GetTarget
    */
@@ -694,7 +695,8 @@ export const PlatformActions: GenService<{
     output: typeof GetTargetResponseSchema;
   },
   /**
-   * Searches the targets of the instance (all of them without filters). Permission `action.target.read`.
+   * Searches the targets of the instance (all of them without filters); signing keys as in GetTarget.
+   * Permission `action.target.read`.
    *
    * @generated from rpc platform.resources.action.v3alpha.PlatformActions.SearchTargets
    */

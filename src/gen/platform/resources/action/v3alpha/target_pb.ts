@@ -94,7 +94,8 @@ export type Target = Message<"platform.resources.action.v3alpha.Target"> & {
   /**
    * Output only: the key Platform signs each call to this target with (header
    * `Platform-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(signing_key, "<t>.<raw body>")>`).
-   * Generated at creation (at least 32 characters); ignored in requests.
+   * Generated at creation (at least 32 characters); ignored in requests. Answered only to callers
+   * holding `action.target.write`: empty for those who may only read targets.
    *
    * @generated from field: string signing_key = 7;
    */
@@ -239,7 +240,7 @@ export type GetTarget = Message<"platform.resources.action.v3alpha.GetTarget"> &
   details?: Details | undefined;
 
   /**
-   * The target, including `signing_key`.
+   * The target, including `signing_key` for callers holding `action.target.write`.
    *
    * @generated from field: platform.resources.action.v3alpha.Target target = 2;
    */

@@ -958,7 +958,8 @@ export const PlatformNotifications: GenService<{
     output: typeof DeleteSMSProviderResponseSchema;
   },
   /**
-   * Returns an SMS provider with its signing key. Permission `iam.notification.read`.
+   * Returns an SMS provider, with its signing key for callers holding `iam.notification.write` (empty for
+   * other readers). Permission `iam.notification.read`.
    *
    * @generated from rpc platform.resources.notification.v3alpha.PlatformNotifications.GetSMSProvider
    */
@@ -968,8 +969,8 @@ export const PlatformNotifications: GenService<{
     output: typeof GetSMSProviderResponseSchema;
   },
   /**
-   * Searches the SMS providers of the instance (all of them without filters). Permission
-   * `iam.notification.read`.
+   * Searches the SMS providers of the instance (all of them without filters); signing keys as in
+   * GetSMSProvider. Permission `iam.notification.read`.
    *
    * @generated from rpc platform.resources.notification.v3alpha.PlatformNotifications.SearchSMSProviders
    */

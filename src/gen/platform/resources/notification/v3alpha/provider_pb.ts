@@ -226,7 +226,8 @@ export type SMSProvider = Message<"platform.resources.notification.v3alpha.SMSPr
   /**
    * Output only: the key Platform signs each call with (header
    * `Platform-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(signing_key, "<t>.<raw body>")>`, as calls
-   * to action targets). Generated at creation; ignored in requests.
+   * to action targets). Generated at creation; ignored in requests. Answered only to callers holding
+   * `iam.notification.write`: empty for those who may only read providers.
    *
    * @generated from field: string signing_key = 3;
    */
@@ -300,7 +301,7 @@ export const PatchSMSProviderSchema: GenMessage<PatchSMSProvider> = /*@__PURE__*
   messageDesc(file_platform_resources_notification_v3alpha_provider, 5);
 
 /**
- * An SMS provider as read, with its signing key.
+ * An SMS provider as read, with its signing key for callers holding `iam.notification.write`.
  *
  * @generated from message platform.resources.notification.v3alpha.GetSMSProvider
  */
@@ -320,7 +321,7 @@ export type GetSMSProvider = Message<"platform.resources.notification.v3alpha.Ge
   state: ProviderState;
 
   /**
-   * The configuration, including `signing_key`.
+   * The configuration, including `signing_key` for callers holding `iam.notification.write`.
    *
    * @generated from field: platform.resources.notification.v3alpha.SMSProvider provider = 3;
    */
