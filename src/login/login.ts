@@ -181,7 +181,8 @@ export class Login {
 
   /**
    * The login policy in force for the organization of a sign-in (else the instance), inherited system →
-   * instance → organization (src/domain/settings/login.ts); cached until the login settings change.
+   * instance → organization (src/domain/settings/login.ts); cached until the login settings change. For
+   * what a page decides before the user is known; once it is, `userLoginPolicy`.
    */
   async loginPolicy(instanceId: string, orgId: string | undefined): Promise<LoginSettings> {
     const context = orgId
