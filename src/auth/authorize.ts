@@ -18,7 +18,7 @@ export interface RolesGiven {
 }
 
 /** A membership row as the account-control rule reads it. */
-interface StoredMembership {
+export interface StoredMembership {
   context_type: number;
   context_id: string;
   org_id: string | null;
@@ -27,6 +27,36 @@ interface StoredMembership {
 }
 const NONE: ReadonlySet<Permission> = new Set();
 const MEMBERSHIP_COLUMNS = "m.context_type, m.context_id, m.org_id, m.roles";
+
+/**
+ * Whether the owners of organization `orgId` control an account of that organization holding
+ * `memberships` (the rule of `accountControlGap`, with an ORG_OWNER of `orgId` as the caller): every
+ * membership is in the organization or one of its projects, with roles whose permissions ORG_OWNER holds
+ * there. An instance role, or a role in another organization or in a project of another, puts the account
+ * above the organization's owners. The login policy an organization sets applies only to the accounts its
+ * owners control (docs/factors.md, "Accounts above their organization").
+ */
+export function orgOwnersControl(orgId: string, memberships: readonly StoredMembership[]): boolean {
+  const owner = permissionsOf(["ORG_OWNER"]);
+  return memberships.every((m) => {
+    const inOrg =
+      (m.context_type === ContextType.org && m.context_id === orgId) ||
+      (m.context_type === ContextType.project && m.org_id === orgId);
+    return coversRoles(inOrg ? owner : NONE, m.roles);
+  });
+}
+
+/** Every membership of a user, as the account-control rules read them (fresh, not from the cache). */
+export function membershipsOfUser(
+  db: Queryable,
+  instanceId: string,
+  userId: string,
+): Promise<StoredMembership[]> {
+  return db.query<StoredMembership>(
+    `SELECT ${MEMBERSHIP_COLUMNS} FROM memberships m WHERE m.instance_id = $1 AND m.user_id = $2`,
+    [instanceId, userId],
+  );
+}
 
 /** The context a stored membership applies in (a project's organization is its resource owner). */
 function membershipContext(instanceId: string, m: StoredMembership): ResolvedContext {
@@ -138,10 +168,7 @@ export class Authorizer {
     if (caller.kind === "system") return undefined;
     if (caller.instanceId !== instanceId) return "held";
     if (caller.userId !== targetId) {
-      const held = await this.db.query<StoredMembership>(
-        `SELECT ${MEMBERSHIP_COLUMNS} FROM memberships m WHERE m.instance_id = $1 AND m.user_id = $2`,
-        [instanceId, targetId],
-      );
+      const held = await membershipsOfUser(this.db, instanceId, targetId);
       if (!(await this.covers(caller, instanceId, held))) return "held";
     }
     if (given && !coversRoles(await this.permissionsIn(caller, given.context), given.roles)) return "given";

@@ -28,6 +28,7 @@ import type { PageBranding } from "./branding.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
 import type { Translator } from "./i18n.ts";
 import { PageContexts } from "./page-contexts.ts";
+import { PolicyOrgCache } from "./policy-org-cache.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
 import {
   type LoginSession,
@@ -93,6 +94,8 @@ export class Login {
   private readonly settings: SettingsLayerCache;
   /** The language, texts and branding of pages (./page-contexts.ts). */
   private readonly pages: PageContexts;
+  /** Whose login policy governs each user (its organization's or the instance's), cached per user. */
+  private readonly policyOrgs: PolicyOrgCache;
 
   constructor(
     readonly deps: LoginDeps,
@@ -100,6 +103,7 @@ export class Login {
   ) {
     this.authRequests = new AuthRequestStore(deps.db);
     this.settings = new SettingsLayerCache(deps.db, deps.eventStore);
+    this.policyOrgs = new PolicyOrgCache(deps.db, deps.eventStore);
     this.pages = new PageContexts(this.settings, {
       instanceId: (request) => this.instanceId(request),
       instance: (request) => this.instance(request),
@@ -154,7 +158,7 @@ export class Login {
     const instanceId = this.instanceId(request);
     const signedIn: LoginSession[] = [];
     for (const session of sessions) {
-      const policy = await this.loginPolicy(instanceId, session.orgId);
+      const policy = await this.userLoginPolicy(instanceId, session);
       const asBegun = { ...session, factors: session.priorFactors };
       const pending = pendingStep(ACCOUNT_SIGN_IN, asBegun, now, policy);
       if (pending !== "mfa" && !(pending === "mfa-setup" && policy.force_mfa)) signedIn.push(session);
@@ -177,7 +181,8 @@ export class Login {
 
   /**
    * The login policy in force for the organization of a sign-in (else the instance), inherited system →
-   * instance → organization (src/domain/settings/login.ts); cached until the login settings change.
+   * instance → organization (src/domain/settings/login.ts); cached until the login settings change. For
+   * what a page decides before the user is known; once it is, `userLoginPolicy`.
    */
   async loginPolicy(instanceId: string, orgId: string | undefined): Promise<LoginSettings> {
     const context = orgId
@@ -190,20 +195,29 @@ export class Login {
   }
 
   /**
-   * The login policy of each session's sign-in, for `nextStep`: the auth request's organization's, else
-   * that of the session's user.
+   * The login policy a user signs in under once it is known (docs/factors.md, "Accounts above their
+   * organization"): its organization's (the organization an auth request names is the user's: only its
+   * users sign in to it), or the instance's when the user holds roles its organization's owners do not
+   * (`policyOrgOf`). Every decision about a known user's sign-in reads this one, never `loginPolicy`.
    */
+  async userLoginPolicy(instanceId: string, user: { userId: string; orgId: string }): Promise<LoginSettings> {
+    const orgId = await this.policyOrgs.orgOf(instanceId, { userId: user.userId, orgId: user.orgId });
+    return this.loginPolicy(instanceId, orgId);
+  }
+
+  /** The login policy of each session's sign-in, for `nextStep`: that of the session's user. */
   async policiesFor(
     instanceId: string,
-    authRequest: AuthRequest,
     sessions: readonly LoginSession[],
   ): Promise<(session: LoginSession) => LoginSettings> {
-    const orgOf = (session: LoginSession) => authRequest.orgId ?? session.orgId;
-    const orgs = [...new Set(sessions.map(orgOf))];
     const policies = new Map(
-      await Promise.all(orgs.map(async (org) => [org, await this.loginPolicy(instanceId, org)] as const)),
+      await Promise.all(
+        sessions.map(
+          async (session) => [session.id, await this.userLoginPolicy(instanceId, session)] as const,
+        ),
+      ),
     );
-    return (session) => policies.get(orgOf(session)) ?? loginDefaults;
+    return (session) => policies.get(session.id) ?? loginDefaults;
   }
 
   /** The branding of the organization's pages (or the instance's), cached until the settings change. */
@@ -223,7 +237,7 @@ export class Login {
       allowRegister: false,
       // the clock matters only for sessions' check times (max_age, the policy's lifetimes)
       now: sessions.length ? await sessionsNow(this.deps.db, sessions) : new Date(),
-      policyOf: await this.policiesFor(this.instanceId(request), authRequest, sessions),
+      policyOf: await this.policiesFor(this.instanceId(request), sessions),
     });
     return selectionFor(step);
   }

@@ -51,7 +51,7 @@ export async function completeOrContinue(
     await attach();
     return reply.redirect(entryUrl(authRequest.id), status);
   }
-  const policy = await login.loginPolicy(authRequest.instanceId, authRequest.orgId ?? session.orgId);
+  const policy = await login.userLoginPolicy(authRequest.instanceId, session);
   const pending = pendingStep(authRequest, session, await sessionsNow(login.deps.db, [session]), policy);
   if (pending) {
     await attach();

@@ -30,7 +30,7 @@ export function entryStep(ui: FastifyInstance, kit: StepKit): void {
     const step = nextStep(authRequest, sessions, {
       allowRegister: await login.allowRegister(instanceId, authRequest.orgId),
       now: sessions.length ? await sessionsNow(db, sessions) : new Date(),
-      policyOf: await login.policiesFor(instanceId, authRequest, sessions),
+      policyOf: await login.policiesFor(instanceId, sessions),
     });
     // urn:platform:iam:org:idp:id:<id>: straight to that provider unless a session can be used as it is
     const requestedIdp = requestedIdpOf(authRequest.scope);

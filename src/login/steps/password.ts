@@ -88,8 +88,10 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
       // only users of the requested organization can sign in to it
       if (user && authRequest.orgId !== undefined && user.orgId !== authRequest.orgId) user = undefined;
     }
-    // the login policy of the sign-in (the requested organization, else the user's) may rule passwords out
-    const policy = await login.loginPolicy(instanceId, authRequest.orgId ?? user?.orgId);
+    // the login policy of the sign-in (the user's, else the requested organization's) may rule passwords out
+    const policy = user
+      ? await login.userLoginPolicy(instanceId, { userId: user.id, orgId: user.orgId })
+      : await login.loginPolicy(instanceId, authRequest.orgId);
     if (!policy.allow_username_password) return fail("error.passwordNotAllowed");
     // one answer for every failure: wrong password, unknown name, locked, locked out, deactivated
     const sessionId = await checkPasswordForSignIn(login, {

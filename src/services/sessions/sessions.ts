@@ -223,7 +223,12 @@ export function sessionsService(deps: ServiceDeps) {
           throw new NotFoundError("user not found");
         throw new PermissionDeniedError("permission denied: session.write is required");
       }
-      await requireAllowedByLoginPolicy(deps.db, instanceId, user.orgId, req.session);
+      await requireAllowedByLoginPolicy(
+        deps.db,
+        instanceId,
+        { userId: user.id, orgId: user.orgId },
+        req.session,
+      );
       const created = await createSession(
         deps.eventStore,
         actor(call, instanceId),
@@ -265,7 +270,10 @@ export function sessionsService(deps: ServiceDeps) {
       const userCheck = toUserCheck(checks?.user);
       let user: CheckedUser | undefined;
       if (userCheck) user = await findUser(deps.db, instanceId, userCheck);
-      await requireAllowedByLoginPolicy(deps.db, instanceId, user?.orgId ?? session.org_id, req.session);
+      const policyUser = user
+        ? { userId: user.id, orgId: user.orgId }
+        : { userId: session.user_id, orgId: session.org_id };
+      await requireAllowedByLoginPolicy(deps.db, instanceId, policyUser, req.session);
       const version = await checkSession(
         deps.eventStore,
         actor(call, instanceId),

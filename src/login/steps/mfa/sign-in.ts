@@ -11,7 +11,7 @@ import { entryUrl, type StepKit, stepUrl } from "../kit.ts";
 
 export interface SignInState {
   session: LoginSession;
-  /** The login policy of the sign-in: the auth request's organization's, else the user's. */
+  /** The login policy of the sign-in: the user's (`Login.userLoginPolicy`). */
   policy: LoginSettings;
   pending: PendingStep | undefined;
 }
@@ -34,7 +34,7 @@ export async function signInAt(
     await reply.redirect(entryUrl(authRequest.id), status);
     return undefined;
   }
-  const policy = await login.loginPolicy(authRequest.instanceId, authRequest.orgId ?? session.orgId);
+  const policy = await login.userLoginPolicy(authRequest.instanceId, session);
   const pending = pendingStep(authRequest, session, await sessionsNow(login.deps.db, [session]), policy);
   if (pending === page) return { session, policy, pending };
   await reply.redirect(stepUrl(pending ?? "complete", authRequest.id), status);

@@ -8,9 +8,9 @@
  *
  * The login policy's `passwordless_allowed` gates the step, checked before anything is stored. Off for the
  * sign-in (the auth request's organization, else the instance): the page is a 403 message page linking
- * back to the login-name page, and its POST answers 303 back to it. Off for the organization of the
- * credential's user (an auth request without organization): the POST answers 303 to the login-name page
- * with the error.
+ * back to the login-name page, and its POST answers 303 back to it. Off in the policy of the credential's
+ * user (its organization's, or the instance's for an account above it: `Login.userLoginPolicy`): the POST
+ * answers 303 to the login-name page with the error.
  */
 import { generateAuthenticationOptions } from "@simplewebauthn/server";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -133,8 +133,9 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     // only users of the requested organization can sign in to it
     if (!credential || (authRequest.orgId !== undefined && credential.orgId !== authRequest.orgId))
       return fail();
-    // the policy of the user's organization (checked above when the request names one)
-    if (authRequest.orgId === undefined && !(await passwordlessAllowed(instanceId, credential.orgId))) {
+    // the policy of the user (its organization's, or the instance's for an account above it)
+    const userPolicy = await login.userLoginPolicy(instanceId, credential);
+    if (!userPolicy.passwordless_allowed) {
       await login.authRequests.setUiState(authRequest, { page: "loginname", error: NOT_ALLOWED });
       return reply.redirect(stepUrl("loginname", authRequest.id), 303);
     }
