@@ -443,7 +443,7 @@ describe("account page: e-mail address and phone number", () => {
   };
   const textedCode = async (number: string) => {
     for (let i = 0; i < 400; i++) {
-      const found = sms.find((m) => m.recipient === number && m.type === "verify_phone");
+      const found = sms.find((m) => m.recipient === number && m.type === "VERIFY_PHONE");
       if (found) return /\b(\d{6})\b/.exec(found.text)![1];
       await new Promise((r) => setTimeout(r, 25));
     }

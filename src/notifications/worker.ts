@@ -248,7 +248,7 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
         await this.sender.smsThrough(provider, {
           recipient: row.recipient,
           text: rendered.text,
-          message_type: type.toLowerCase(),
+          message_type: type, // the name the notifications API shows (VERIFY_PHONE, OTP_SMS)
           user_id: row.user_id,
           instance_id: row.instance_id,
         });

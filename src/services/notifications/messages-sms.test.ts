@@ -101,7 +101,7 @@ describe("notification delivery: SMS", () => {
     assert.equal(posts.length, 3);
     const last = posts.at(-1)!;
     assert.equal(last.body.recipient, "+41791234567");
-    assert.equal(last.body.message_type, "verify_phone");
+    assert.equal(last.body.message_type, "VERIFY_PHONE");
     assert.equal(last.body.user_id, userId());
     assert.match(String(last.body.text), /493817/);
     assert.ok(verifySignature(last.signature, last.raw, signingKey));

@@ -125,7 +125,7 @@ describe("notification providers: SMS", () => {
     assert.deepEqual(JSON.parse(last.body), {
       recipient: "+41 79 123 45 67",
       text: 'This is a test message of the SMS provider "signed".',
-      message_type: "test",
+      message_type: "TEST",
       user_id: "",
       instance_id: platform.bootstrapResult!.instanceId,
     });

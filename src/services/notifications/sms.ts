@@ -177,7 +177,7 @@ export function smsRpcs(deps: ServiceDeps, gate: Gate): Partial<ServiceImpl<type
         await deps.notifications.smsThrough(row, {
           recipient: req.receiverNumber,
           text: `This is a test message of the SMS provider "${row.description}".`,
-          message_type: "test",
+          message_type: "TEST",
           user_id: "",
           instance_id: call.instanceId,
         });

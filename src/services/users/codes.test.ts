@@ -199,7 +199,7 @@ describe("users: verification codes", () => {
     const id = await createHuman("phoned", { phone: { number: "+41791234567" } });
     assert.equal((await sendCode(id, false, "phone")).status, 200);
     const message = await waitFor(() => sms.find((m) => m.user_id === id), "SMS");
-    assert.equal(message.message_type, "verify_phone");
+    assert.equal(message.message_type, "VERIFY_PHONE");
     const code = /\b(\d{6})\b/.exec(String(message.text))?.[1];
     assert.ok(code, String(message.text));
     assert.equal((await verify(id, code, "phone")).status, 200);
@@ -253,7 +253,7 @@ describe("users: verification codes", () => {
     );
     const message = await waitFor(() => sms.find((m) => m.user_id === id), "code to the first phone number");
     assert.equal(message.recipient, "+41 79 765 43 21");
-    assert.equal(message.message_type, "verify_phone");
+    assert.equal(message.message_type, "VERIFY_PHONE");
   });
 
   /** An access token of the API for `username`, signed in through the login UI (authorization code flow). */
