@@ -14,6 +14,7 @@ import {
   type ChallengeMaker,
   checkSession,
   type FactorCheck,
+  FactorLockedOutError,
   PasswordLockedOutError,
 } from "../../../domain/session/commands.ts";
 import type { ChallengeType } from "../../../domain/session/events.ts";
@@ -140,7 +141,9 @@ export async function checkOnSession(
     );
     return { ok: true, answers: version.challenges, at: version.changeDate };
   } catch (error) {
-    if (error instanceof PasswordLockedOutError) return { ok: false, error: "mfaOtp.lockedOut" };
+    // the factor's own lockout (or, for a page that checks a password too, the password's)
+    if (error instanceof FactorLockedOutError || error instanceof PasswordLockedOutError)
+      return { ok: false, error: "mfaOtp.lockedOut" };
     if (error instanceof InvalidArgumentError) return { ok: false, error: "mfaOtp.codeWrong" };
     if (error instanceof ResourceExhaustedError) return { ok: false, error: "error.tooManyCodes" };
     if (error instanceof FailedPreconditionError)
