@@ -138,6 +138,13 @@ describe("session decisions (pure)", () => {
       [[UserEvent.factorCheckSucceeded, { factor: "totp" }]],
     );
     assert.deepEqual(factorCheckEvents("u1", user, "otp_sms", true, policy, now), []);
+    // permanent: the factor's failure that reaches the maximum locks the user
+    assert.deepEqual(
+      factorCheckEvents("u1", user, "totp", false, { maxPasswordAttempts: 3, lockout: "permanent" }).map(
+        (e) => e.type,
+      ),
+      [UserEvent.factorCheckFailed, UserEvent.locked],
+    );
   });
 
   it("folds a session until it is terminated", () => {
