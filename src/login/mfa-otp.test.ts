@@ -211,10 +211,11 @@ describe("login UI: one-time-password second factors", () => {
     // a new code at most every 30 s: right away, the page says when, and nothing is sent
     const tooSoon = await post(browser, reload, `/ui/login/mfa/otp-email/resend`);
     assert.equal(tooSoon.location, url);
-    assert.match(
-      alertOf((await browser.get(url)).text) ?? "",
-      /^Too many codes were requested\. Enter the last code you received, or ask for a new one in (30|29|28|27|26|25) seconds\.$/,
-    );
+    const wait =
+      /^Too many codes were requested\. Enter the last code you received, or ask for a new one in (\d+) seconds?\.$/.exec(
+        alertOf((await browser.get(url)).text) ?? "",
+      );
+    assert.ok(wait && Number(wait[1]) >= 1 && Number(wait[1]) <= 30, String(wait));
     await sleep(300);
     assert.equal(mailed(), 1);
     // as if 30 s passed (the bound counts the outbox's rows)
