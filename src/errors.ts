@@ -108,7 +108,11 @@ export class AbortedError extends PlatformError {
   }
 }
 export class ResourceExhaustedError extends PlatformError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** Seconds after which the same request may succeed: the answer's `Retry-After`. */
+    readonly retryAfterSeconds?: number,
+  ) {
     super(Code.RESOURCE_EXHAUSTED, message);
   }
 }

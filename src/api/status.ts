@@ -9,11 +9,11 @@
  * Connect protocols answer the resulting `ConnectError`; REST answers the rpcStatus JSON
  * `{"code": <gRPC code number>, "message": "...", "details": []}` with `httpStatusFor(code)`.
  * Every UNAVAILABLE answer carries `Retry-After: RETRY_AFTER_SECONDS` (an HTTP header for REST and Connect,
- * metadata for gRPC).
+ * metadata for gRPC), and a RESOURCE_EXHAUSTED that knows when it ends (`retryAfterSeconds`) its seconds.
  */
 import { Code as ConnectCode, ConnectError } from "@connectrpc/connect";
 import type { FastifyBaseLogger } from "fastify";
-import { Code, DatabaseFullError, httpStatusFor, PlatformError } from "../errors.ts";
+import { Code, DatabaseFullError, httpStatusFor, PlatformError, ResourceExhaustedError } from "../errors.ts";
 import { isConnectionFailure } from "../storage/availability.ts";
 
 /** Seconds a client should wait before retrying an UNAVAILABLE answer (`Retry-After`). */
@@ -37,6 +37,14 @@ export function headersFor(code: number): Record<string, string> {
   return code === Code.UNAVAILABLE ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
 }
 
+/** The headers of a PlatformError's answer: its code's, and the `Retry-After` of a limit that ends. */
+function headersOf(err: PlatformError): Record<string, string> {
+  const seconds = err instanceof ResourceExhaustedError ? err.retryAfterSeconds : undefined;
+  return seconds === undefined
+    ? headersFor(err.code)
+    : { ...headersFor(err.code), "retry-after": String(Math.max(1, Math.ceil(seconds))) };
+}
+
 type ErrorLogger = Pick<FastifyBaseLogger, "error">;
 
 /** Maps any thrown value to a ConnectError safe to send; unexpected errors are logged, not exposed. */
@@ -56,13 +64,7 @@ export function toConnectError(
       // deliberate, but may wrap a cause worth logging
       logError(log, err, what);
     }
-    return new ConnectError(
-      err.message,
-      err.code as number as ConnectCode,
-      headersFor(err.code),
-      undefined,
-      err,
-    );
+    return new ConnectError(err.message, err.code as number as ConnectCode, headersOf(err), undefined, err);
   }
   logError(log, err, what);
   if (isConnectionFailure(err)) {
@@ -77,7 +79,9 @@ export function toRpcStatus(err: unknown, log: ErrorLogger | undefined, what?: s
   const status = rpcStatus(ce.code as number as Code, ce.rawMessage);
   // A PlatformError may answer another REST status than its code's (errors.ts), also once wrapped.
   const platformError = [err, ce.cause].find((e) => e instanceof PlatformError);
-  return platformError ? { ...status, httpStatus: platformError.httpStatus } : status;
+  return platformError
+    ? { ...status, httpStatus: platformError.httpStatus, headers: headersOf(platformError) }
+    : status;
 }
 
 /** An rpcStatus for a code and message (for transport-level failures such as unknown REST paths). */

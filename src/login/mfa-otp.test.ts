@@ -1,7 +1,8 @@
 /**
  * The login UI's one-time-password pages over HTTP (src/login/steps/mfa/): the authenticator app's code,
  * codes by e-mail (a real SMTP server receives them), recovery codes, and enrolling an authenticator app
- * or e-mail codes during a sign-in; wrong codes, the lockout they count towards, and who may enrol.
+ * or e-mail codes during a sign-in; wrong codes, the lockout they count towards, the bound on codes sent,
+ * and who may enrol.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -205,8 +206,24 @@ describe("login UI: one-time-password second factors", () => {
     const reload = await browser.get(url);
     assert.doesNotMatch(reload.text, /role="status"/, "no new code on a reload");
     await sleep(700);
-    assert.equal(smtp.received.filter((m) => m.envelope.to.includes("email-ui@example.com")).length, 1);
-    const resent = await post(browser, reload, `/ui/login/mfa/otp-email/resend`);
+    const mailed = () => smtp.received.filter((m) => m.envelope.to.includes("email-ui@example.com")).length;
+    assert.equal(mailed(), 1);
+    // a new code at most every 30 s: right away, the page says when, and nothing is sent
+    const tooSoon = await post(browser, reload, `/ui/login/mfa/otp-email/resend`);
+    assert.equal(tooSoon.location, url);
+    const wait =
+      /^Too many codes were requested\. Enter the last code you received, or ask for a new one in (\d+) seconds?\.$/.exec(
+        alertOf((await browser.get(url)).text) ?? "",
+      );
+    assert.ok(wait && Number(wait[1]) >= 1 && Number(wait[1]) <= 30, String(wait));
+    await sleep(300);
+    assert.equal(mailed(), 1);
+    // as if 30 s passed (the bound counts the outbox's rows)
+    await platform.db.query(
+      "UPDATE notification_messages SET created_at = created_at - interval '30 seconds' WHERE user_id = $1",
+      [id],
+    );
+    const resent = await post(browser, await browser.get(url), `/ui/login/mfa/otp-email/resend`);
     assert.equal(resent.location, url);
     assert.match((await browser.get(url)).text, /We sent a new code./);
     const second = await codeOf(1);

@@ -6,6 +6,7 @@ import { USER, UserEvent, UserState } from "../user/events.ts";
 import {
   checkSession,
   createSession,
+  factorCheckEvents,
   findUser,
   foldSession,
   foldUser,
@@ -102,6 +103,48 @@ describe("session decisions (pure)", () => {
       const after = foldUser([human, failed, reset]);
       assert.deepEqual([after.failedAttempts, after.lockedUntil], [0, undefined], reset.type);
     }
+  });
+
+  it("second factors count on their own: a right password or another factor resets none; an unlock all", () => {
+    const failed = (factor: string, locked_until?: string) =>
+      event(UserEvent.factorCheckFailed, { factor, ...(locked_until ? { locked_until } : {}) });
+    const passed = (factor: string) => event(UserEvent.factorCheckSucceeded, { factor });
+    const user = foldUser([
+      human,
+      failed("totp"),
+      event(UserEvent.passwordCheckSucceeded),
+      failed("totp", "2026-01-01T00:01:00Z"),
+      event(UserEvent.passwordChanged, { password_hash: "h2" }),
+      failed("otp_sms"),
+      passed("otp_sms"),
+      failed("recovery_code"),
+    ]);
+    assert.equal(user.failedAttempts, 0, "factor failures are not password failures");
+    assert.deepEqual(user.factorLockouts, {
+      totp: { failedAttempts: 2, lockedUntil: new Date("2026-01-01T00:01:00Z") },
+      recovery_code: { failedAttempts: 1, lockedUntil: undefined },
+    });
+    assert.deepEqual(foldUser([human, failed("totp"), event(UserEvent.unlocked)]).factorLockouts, {});
+    // the events are decided on the factor's own count, by the password's rule
+    const now = new Date("2026-01-01T00:00:00Z");
+    const policy = { maxPasswordAttempts: 3, lockoutSeconds: 60, lockoutMaxSeconds: 300 };
+    const third = factorCheckEvents("u1", user, "totp", false, policy, now);
+    assert.deepEqual(third[0].payload, { factor: "totp", locked_until: "2026-01-01T00:01:00.000Z" });
+    assert.deepEqual(factorCheckEvents("u1", user, "otp_email", false, policy, now)[0].payload, {
+      factor: "otp_email",
+    });
+    assert.deepEqual(
+      factorCheckEvents("u1", user, "totp", true, policy, now).map((e) => [e.type, e.payload]),
+      [[UserEvent.factorCheckSucceeded, { factor: "totp" }]],
+    );
+    assert.deepEqual(factorCheckEvents("u1", user, "otp_sms", true, policy, now), []);
+    // permanent: the factor's failure that reaches the maximum locks the user
+    assert.deepEqual(
+      factorCheckEvents("u1", user, "totp", false, { maxPasswordAttempts: 3, lockout: "permanent" }).map(
+        (e) => e.type,
+      ),
+      [UserEvent.factorCheckFailed, UserEvent.locked],
+    );
   });
 
   it("folds a session until it is terminated", () => {

@@ -8,8 +8,10 @@
  * Password checks count per user on the user aggregate, under the lockout policy (./lockout.ts): a wrong
  * password appends `user.password.check.failed` (with the end of a temporary lockout it starts, or
  * followed by `user.locked` under a permanent lockout), a right one after failures
- * `user.password.check.succeeded`. The count is taken from the user inside the command, so two
- * concurrent wrong passwords cannot both be counted as the same attempt (optimistic lock on the user).
+ * `user.password.check.succeeded`. Each second factor counts the same way on its own
+ * (`user.factor.check.*`), and a right password resets none of those counts. The counts are taken from
+ * the user inside the command, so two concurrent wrong answers cannot both be counted as the same attempt
+ * (optimistic lock on the user).
  */
 import { verifyPassword } from "../../crypto/password.ts";
 import { randomToken, sha256 } from "../../crypto/tokens.ts";
@@ -26,6 +28,9 @@ import { USER } from "../user/events.ts";
 import { type ChallengeType, SESSION, type SessionAddedPayload, SessionEvent } from "./events.ts";
 import type { ChallengeMaker, FactorCheck, FactorContext } from "./factors.ts";
 import {
+  FactorLockedOutError,
+  factorCheckEvents,
+  factorCount,
   lockedOutUntil,
   PasswordLockedOutError,
   type PasswordPolicy,
@@ -49,6 +54,8 @@ export type {
   SessionChallenge,
 } from "./factors.ts";
 export {
+  FactorLockedOutError,
+  factorCheckEvents,
   PasswordLockedOutError,
   type PasswordPolicy,
   passwordCheckEvents,
@@ -122,6 +129,7 @@ interface CheckRun {
  * hash then current, and again inside only when the hash changed meanwhile. A wrong password commits the
  * failure (and lockout) events alone, then throws INVALID_ARGUMENT "password is wrong"; while a temporary
  * lockout lasts the password is neither verified nor counted (PasswordLockedOutError, FAILED_PRECONDITION).
+ * Each second factor likewise, under its own count (FactorLockedOutError while that factor is locked out).
  */
 async function runChecks(
   store: EventStore,
@@ -148,8 +156,6 @@ async function runChecks(
     tx.expectAt(USER, run.userId, user.sequence ?? 0);
     assertCheckable(user);
     const events: NewEvent[] = [];
-    // the failure count as the checks of this command leave it
-    let counted: UserForCheck = user;
     if (verify) {
       const hash = passwordHashOf(user);
       const lockedUntil = lockedOutUntil(user, user.now);
@@ -160,7 +166,6 @@ async function runChecks(
         wrongPassword = true;
         return events;
       }
-      counted = { ...user, failedAttempts: 0, lockedUntil: undefined };
     }
     const context: FactorContext = {
       tx,
@@ -173,24 +178,17 @@ async function runChecks(
     };
     const factorEvents: NewEvent[] = [];
     for (const factor of run.factors ?? []) {
-      const lockedUntil = lockedOutUntil(counted, user.now);
-      if (lockedUntil) throw new PasswordLockedOutError(lockedUntil);
+      // each factor under its own count: a password (checked above or long ago) resets none of them
+      const lockedUntil = lockedOutUntil(factorCount(user, factor.factor), user.now);
+      if (lockedUntil) throw new FactorLockedOutError(factor.factor, lockedUntil);
       const outcome = await factor.check(context);
-      const lockout = passwordCheckEvents(
-        run.userId,
-        counted,
-        outcome.passed,
-        policy,
-        user.now,
-        factor.factor,
-      );
+      const lockout = factorCheckEvents(run.userId, user, factor.factor, outcome.passed, policy, user.now);
       if (!outcome.passed) {
         failure = outcome.error;
         // the failure alone is committed: what the earlier checks passed is not recorded
         return [...events.filter((e) => e.aggregateType === USER), ...outcome.events, ...lockout];
       }
       factorEvents.push(...outcome.events, ...lockout);
-      if (lockout.length) counted = { ...counted, failedAttempts: 0, lockedUntil: undefined };
     }
     events.push(...run.sessionEvents(user), ...factorEvents);
     for (const challenge of run.challenges ?? []) {

@@ -7,9 +7,14 @@ import { FailedPreconditionError, NotFoundError } from "../../errors.ts";
 import { lastSequenceSql } from "../../eventstore/eventstore.ts";
 import type { StoredEvent } from "../../eventstore/types.ts";
 import type { Queryable } from "../../storage/database.ts";
-import { USER, UserEvent, UserState, UserType } from "../user/events.ts";
+import { type SecondFactor, USER, UserEvent, UserState, UserType } from "../user/events.ts";
 import { usernameKey } from "../user/username.ts";
-import { type LockoutState, lockedOutUntil } from "./lockout.ts";
+import {
+  type FactorLockoutState,
+  type FactorLockouts,
+  type LockoutState,
+  lockedOutUntil,
+} from "./lockout.ts";
 
 /** How a user check names the user. */
 export type UserCheck = { userId: string } | { loginName: string };
@@ -26,7 +31,7 @@ export interface CheckedUser {
 }
 
 /** What the session checks need to know about a user, folded from its events. */
-export interface UserForCheck extends LockoutState {
+export interface UserForCheck extends LockoutState, FactorLockoutState {
   exists: boolean;
   type?: number;
   state: number;
@@ -42,6 +47,10 @@ export function foldUser(events: readonly StoredEvent[]): UserForCheck {
     user.failedAttempts = 0;
     user.lockedUntil = undefined;
   };
+  const lockedUntilOf = (e: StoredEvent) => {
+    const until = e.payload?.locked_until;
+    return typeof until === "string" ? new Date(until) : undefined;
+  };
   for (const e of events) {
     switch (e.type) {
       case UserEvent.humanAdded:
@@ -53,6 +62,7 @@ export function foldUser(events: readonly StoredEvent[]): UserForCheck {
         user.passwordHash = (e.payload?.password_hash as string | undefined) ?? undefined;
         user.passwordChangeRequired = e.payload?.password_change_required === true;
         resetFailures();
+        user.factorLockouts = {};
         break;
       case UserEvent.passwordChanged:
         user.passwordHash = (e.payload?.password_hash as string | undefined) ?? undefined;
@@ -60,22 +70,34 @@ export function foldUser(events: readonly StoredEvent[]): UserForCheck {
         resetFailures();
         break;
       case UserEvent.passwordCheckFailed:
-      case UserEvent.factorCheckFailed: {
         user.failedAttempts++;
-        const until = e.payload?.locked_until;
-        user.lockedUntil = typeof until === "string" ? new Date(until) : undefined;
+        user.lockedUntil = lockedUntilOf(e);
         break;
-      }
       case UserEvent.passwordCheckSucceeded:
-      case UserEvent.factorCheckSucceeded:
         resetFailures();
         break;
+      // each second factor counts on its own, reset only by a right answer of it (and an unlock)
+      case UserEvent.factorCheckFailed: {
+        const factor = e.payload?.factor as SecondFactor;
+        const failedAttempts = (user.factorLockouts?.[factor]?.failedAttempts ?? 0) + 1;
+        user.factorLockouts = {
+          ...user.factorLockouts,
+          [factor]: { failedAttempts, lockedUntil: lockedUntilOf(e) },
+        };
+        break;
+      }
+      case UserEvent.factorCheckSucceeded: {
+        const { [e.payload?.factor as SecondFactor]: _reset, ...others } = user.factorLockouts ?? {};
+        user.factorLockouts = others;
+        break;
+      }
       case UserEvent.locked:
         user.state = UserState.locked;
         break;
       case UserEvent.unlocked:
         user.state = UserState.active;
         resetFailures();
+        user.factorLockouts = {};
         break;
       case UserEvent.deactivated:
         user.state = UserState.inactive;
@@ -151,7 +173,7 @@ export async function findUser(db: Queryable, instanceId: string, check: UserChe
 
 /** The users read model's columns of a check (`u`), with the database's clock. */
 const CHECK_COLUMNS = `u.type, u.state, u.org_id AS check_org_id, u.password_hash, u.password_change_required,
-  u.password_failed_attempts, u.password_locked_until, now() AS now`;
+  u.password_failed_attempts, u.password_locked_until, u.factor_lockouts, now() AS now`;
 
 type CheckRow = {
   type: number | null;
@@ -161,8 +183,22 @@ type CheckRow = {
   password_change_required: boolean | null;
   password_failed_attempts: number | null;
   password_locked_until: Date | string | null;
+  /** factor → {failed_attempts, locked_until} (migration 0161). */
+  factor_lockouts: Record<string, { failed_attempts?: number; locked_until?: string | null }> | string | null;
   now: Date | string;
 };
+
+/** The read model's `factor_lockouts` as the checks count them. */
+function factorLockoutsOf(column: CheckRow["factor_lockouts"]): FactorLockouts {
+  const raw = typeof column === "string" ? JSON.parse(column) : (column ?? {});
+  const out: FactorLockouts = {};
+  for (const [factor, count] of Object.entries(raw as Exclude<CheckRow["factor_lockouts"], string | null>))
+    out[factor as SecondFactor] = {
+      failedAttempts: Number(count.failed_attempts ?? 0),
+      lockedUntil: count.locked_until ? new Date(count.locked_until) : undefined,
+    };
+  return out;
+}
 
 function toUserForCheck(row: CheckRow): UserForCheck & { now: Date } {
   const now = new Date(row.now);
@@ -176,6 +212,7 @@ function toUserForCheck(row: CheckRow): UserForCheck & { now: Date } {
     passwordChangeRequired: row.password_change_required === true,
     failedAttempts: row.password_failed_attempts ?? 0,
     lockedUntil: row.password_locked_until ? new Date(row.password_locked_until) : undefined,
+    factorLockouts: factorLockoutsOf(row.factor_lockouts),
     now,
   };
 }

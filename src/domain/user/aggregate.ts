@@ -12,6 +12,7 @@ import {
   type HumanAddedPayload,
   type MachineAddedPayload,
   type PasswordCodeReason,
+  type SecondFactor,
   USER,
   type UserChangedPayload,
   UserEvent,
@@ -41,6 +42,8 @@ export interface UserAggregate {
   passwordChangeRequired: boolean;
   /** End of the last temporary password lockout (it may be over); undefined after a reset. */
   passwordLockedUntil?: Date;
+  /** Ends of the last temporary lockouts of second factors (they may be over); a factor's goes on a reset. */
+  factorLockedUntil: Partial<Record<SecondFactor, Date>>;
   name: string | null;
   description: string | null;
   accessTokenType: number;
@@ -100,6 +103,7 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
           phoneVerified: human?.phone?.is_verified === true,
           passwordHash: human?.password_hash ?? null,
           passwordChangeRequired: human?.password_change_required === true,
+          factorLockedUntil: {},
           name: machine?.name ?? null,
           description: machine?.description ?? null,
           accessTokenType: machine?.access_token_type ?? AccessTokenType.bearer,
@@ -208,12 +212,21 @@ export function foldUser(events: StoredEvent[]): UserAggregate | undefined {
       case UserEvent.passwordCheckSucceeded:
         user.passwordLockedUntil = undefined;
         break;
+      case UserEvent.factorCheckFailed:
+      case UserEvent.factorCheckSucceeded: {
+        const factor = p.factor as SecondFactor;
+        const until = e.type === UserEvent.factorCheckFailed ? p.locked_until : undefined;
+        if (typeof until === "string") user.factorLockedUntil[factor] = new Date(until);
+        else delete user.factorLockedUntil[factor];
+        break;
+      }
       case UserEvent.locked:
         user.state = UserState.locked;
         break;
       case UserEvent.unlocked:
         user.state = UserState.active;
         user.passwordLockedUntil = undefined;
+        user.factorLockedUntil = {};
         break;
       case UserEvent.reactivated:
         user.state = UserState.active;

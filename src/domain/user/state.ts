@@ -11,7 +11,7 @@ const transitions: Record<StateAction, { from: number; event: string; describe: 
   unlock: {
     from: UserState.locked,
     event: UserEvent.unlocked,
-    describe: "the user is neither locked nor locked out of password checks",
+    describe: "the user is neither locked nor locked out of password or second-factor checks",
   },
   deactivate: {
     from: UserState.active,
@@ -27,16 +27,16 @@ const transitions: Record<StateAction, { from: number; event: string; describe: 
 
 /**
  * lock: ACTIVE → LOCKED, unlock: LOCKED → ACTIVE, deactivate: ACTIVE → INACTIVE, reactivate: INACTIVE →
- * ACTIVE. Unlock also ends a temporary password lockout lasting at `now` (the user is ACTIVE then), and
- * either way resets the count of wrong passwords.
+ * ACTIVE. Unlock also ends a temporary lockout of the password or of a second factor lasting at `now`
+ * (the user is ACTIVE then), and either way resets the counts of wrong passwords and second-factor answers.
  */
 export function changeStateEvents(user: UserAggregate, action: StateAction, now = new Date()): NewEvent[] {
   const t = transitions[action];
+  const lasting = (until: Date | undefined) => until !== undefined && until.getTime() > now.getTime();
   const lockedOut =
     action === "unlock" &&
     user.state === UserState.active &&
-    user.passwordLockedUntil !== undefined &&
-    user.passwordLockedUntil.getTime() > now.getTime();
+    [user.passwordLockedUntil, ...Object.values(user.factorLockedUntil)].some(lasting);
   if (user.state !== t.from && !lockedOut) throw new FailedPreconditionError(t.describe);
   return [userEvent(user, t.event)];
 }

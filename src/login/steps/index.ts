@@ -135,6 +135,10 @@ const STEPS: readonly Step[] = [
   languageStep,
 ];
 
+/** Codes by e-mail or SMS the sign-in pages send per client IP and window (docs/factors.md). */
+const LOGIN_CODES_PER_IP = 20;
+const LOGIN_CODES_WINDOW_MS = 10 * 60_000;
+
 export async function registerLoginRoutes(app: FastifyInstance, login: Login): Promise<void> {
   const { config, db } = login.deps;
   const idps = new LoginIdps(login);
@@ -165,6 +169,11 @@ export async function registerLoginRoutes(app: FastifyInstance, login: Login): P
                 keyGenerator: (request) => `name:${keys.get(request) ?? ""}`,
               })
             : undefined,
+        codesPerIp: ui.createRateLimit({
+          max: LOGIN_CODES_PER_IP,
+          timeWindow: LOGIN_CODES_WINDOW_MS,
+          keyGenerator: (request) => `codes:${request.ip}`,
+        }),
       };
       const kit = new StepKit(login, idps, limits);
 

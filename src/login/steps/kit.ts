@@ -80,6 +80,8 @@ type Limiter = ReturnType<FastifyInstance["createRateLimit"]>;
 export interface SignInLimits {
   perIp?: Limiter;
   perName?: Limiter;
+  /** Codes sent by e-mail or SMS during sign-ins, per client IP (on top of the per-user bound). */
+  codesPerIp?: Limiter;
   /** The login name `perName` counts a request under (its key generator reads it). */
   keys: WeakMap<FastifyRequest, string>;
 }
@@ -239,6 +241,15 @@ export class StepKit {
     authRequest: AuthRequest | undefined,
   ): Promise<FastifyReply | undefined> {
     return this.limited(this.limits.perIp, request, reply, authRequest);
+  }
+
+  /** The 429 page when a request would send one code by e-mail or SMS too many for its client address. */
+  limitCodesPerIp(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    authRequest: AuthRequest | undefined,
+  ): Promise<FastifyReply | undefined> {
+    return this.limited(this.limits.codesPerIp, request, reply, authRequest);
   }
 
   /** The 429 page when a password post is one too many (per IP, then per login name); else undefined. */

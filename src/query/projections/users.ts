@@ -1,5 +1,6 @@
 import {
   type DataSetPayload,
+  type FactorCheckPayload,
   type HumanAddedPayload,
   type IdpLinkAddedPayload,
   type KeyAddedPayload,
@@ -52,7 +53,7 @@ function setState(state: number, extra: Record<string, unknown> = {}): EventHand
 /** Columns of a reset failure count (right password, unlock, password change). */
 const noFailures = { password_failed_attempts: 0, password_locked_until: null };
 
-/** A wrong password or second-factor answer: one more failure in a row, and the lockout it may start. */
+/** A wrong password: one more failure in a row, and the lockout it may start. */
 const countFailure: EventHandler = async (tx, e) => {
   const until = (e.payload as PasswordCheckFailedPayload | null)?.locked_until ?? null;
   await tx.query(
@@ -60,6 +61,29 @@ const countFailure: EventHandler = async (tx, e) => {
        changed_at = $3, sequence = $4
      WHERE instance_id = $1 AND id = $2`,
     [e.instanceId, e.aggregateId, e.createdAt, e.sequence, until],
+  );
+};
+
+/** A wrong answer of a second factor: one more failure in a row of that factor, and its lockout. */
+const countFactorFailure: EventHandler = async (tx, e) => {
+  const p = e.payload as unknown as FactorCheckPayload;
+  await tx.query(
+    `UPDATE users SET factor_lockouts = factor_lockouts || jsonb_build_object($5::text, jsonb_build_object(
+         'failed_attempts', COALESCE((factor_lockouts -> $5::text ->> 'failed_attempts')::integer, 0) + 1,
+         'locked_until', $6::text)),
+       changed_at = $3, sequence = $4
+     WHERE instance_id = $1 AND id = $2`,
+    [e.instanceId, e.aggregateId, e.createdAt, e.sequence, p.factor, p.locked_until ?? null],
+  );
+};
+
+/** A right answer of a second factor after failures: that factor's count starts again. */
+const resetFactor: EventHandler = async (tx, e) => {
+  const p = e.payload as unknown as FactorCheckPayload;
+  await tx.query(
+    `UPDATE users SET factor_lockouts = factor_lockouts - $5::text, changed_at = $3, sequence = $4
+     WHERE instance_id = $1 AND id = $2`,
+    [e.instanceId, e.aggregateId, e.createdAt, e.sequence, p.factor],
   );
 };
 
@@ -125,7 +149,7 @@ export const usersProjection: Projection = {
       );
     },
     [UserEvent.locked]: setState(UserState.locked),
-    [UserEvent.unlocked]: setState(UserState.active, noFailures),
+    [UserEvent.unlocked]: setState(UserState.active, { ...noFailures, factor_lockouts: "{}" }),
     [UserEvent.deactivated]: setState(UserState.inactive),
     [UserEvent.reactivated]: setState(UserState.active),
     [UserEvent.passwordChanged]: async (tx, e) => {
@@ -166,9 +190,9 @@ export const usersProjection: Projection = {
     // starts), reset on a right one, an unlock and a password change.
     [UserEvent.passwordCheckFailed]: countFailure,
     [UserEvent.passwordCheckSucceeded]: (tx, e) => touch(tx, e, noFailures),
-    // wrong second-factor answers count towards the same lockout
-    [UserEvent.factorCheckFailed]: countFailure,
-    [UserEvent.factorCheckSucceeded]: (tx, e) => touch(tx, e, noFailures),
+    // each second factor counts on its own (a right password resets none of them)
+    [UserEvent.factorCheckFailed]: countFactorFailure,
+    [UserEvent.factorCheckSucceeded]: resetFactor,
     [UserEvent.metadataSet]: async (tx, e) => {
       const p = e.payload as unknown as MetadataSetPayload;
       await tx.query(

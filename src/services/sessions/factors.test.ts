@@ -1,8 +1,8 @@
 /**
  * Second-factor checks and challenges of the sessions API (REST and Connect): TOTP (one step either way,
  * each step once), recovery codes (each once, replaced by new ones), codes by e-mail (a real SMTP server)
- * and SMS, five wrong codes invalidating a challenge, wrong answers counting towards the password lockout,
- * the session's factors and its `amr`.
+ * and SMS, five wrong codes invalidating a challenge, wrong answers counting towards the factor's own
+ * lockout (not the password's; more in ./factor-lockout.test.ts), the session's factors and its `amr`.
  */
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -303,7 +303,7 @@ describe("sessions: second-factor checks and challenges", () => {
     assert.ok((await factorsOf(session.id)).otp_sms.verified_at);
   });
 
-  it("otp_sms: five wrong codes invalidate the challenge; each counts towards the lockout; a right answer resets the count", async () => {
+  it("otp_sms: five wrong codes invalidate the challenge; they are not counted on the password", async () => {
     const user = await createHuman();
     assert.equal((await rest("POST", `${USERS}/${user.id}/otp_sms`)).status, 200);
     const session = await signIn(user.username);
@@ -315,7 +315,7 @@ describe("sessions: second-factor checks and challenges", () => {
       const r = await patch(session.id, session.token, { otp_sms: { code: wrong } });
       assert.equal(r.status, 400, r.text);
       assert.equal(r.json.message, "checks.otp_sms.code: is wrong or expired");
-      assert.equal((await userOf(user.id)).human.failed_password_attempts, i);
+      assert.equal((await userOf(user.id)).human.failed_password_attempts, 0);
     }
     await assertRejected(
       platform,
@@ -333,7 +333,7 @@ describe("sessions: second-factor checks and challenges", () => {
     assert.ok((await factorsOf(session.id)).otp_sms.verified_at);
   });
 
-  it(`wrong TOTP codes count towards the lockout: the ${MAX_ATTEMPTS}th locks the password and every factor out`, async () => {
+  it(`wrong TOTP codes count towards TOTP's lockout: the ${MAX_ATTEMPTS}th locks TOTP out, not the password`, async () => {
     await freshStep();
     const user = await withTotp();
     const session = await signIn(user.username);
@@ -345,22 +345,28 @@ describe("sessions: second-factor checks and challenges", () => {
       assert.equal(r.json.code, 3);
     }
     const human = (await userOf(user.id)).human;
-    assert.equal(human.failed_password_attempts, MAX_ATTEMPTS);
-    assert.ok(human.password_locked_until, "locked out");
+    assert.equal(human.failed_password_attempts, 0);
+    assert.equal(human.password_locked_until, undefined);
     await assertRejected(
       platform,
       () => patch(session.id, session.token, { totp: { code: right } }),
       400,
       9,
-      /locked until/,
+      /totp checks are locked until/,
     );
     await assertRejected(
       platform,
-      () => create({ user: { login_name: user.username }, password: { password: PASSWORD } }),
+      () =>
+        create({
+          user: { login_name: user.username },
+          password: { password: PASSWORD },
+          totp: { code: right },
+        }),
       400,
       9,
-      /locked until/,
+      /totp checks are locked until/,
     );
+    assert.equal((await signIn(user.username)).token.length > 0, true, "the password still signs in");
   });
 
   it("Connect: create with a password and a TOTP code; a wrong code is INVALID_ARGUMENT; challenges answered", async () => {

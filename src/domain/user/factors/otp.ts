@@ -3,8 +3,9 @@
  * address or phone number. A session asks for a code with a challenge (`otp_email`, `otp_sms`): a random
  * 6-digit code, stored in `session.challenge.added` only as a keyed hash (HMAC-SHA256 under the master key,
  * bound to the instance, the session, the channel and the address), valid OTP_CODE_TTL_SECONDS, sent
- * through the notification outbox (OTP_EMAIL, OTP_SMS) or returned to the caller. Five wrong codes remove
- * the challenge (the session commands count them).
+ * through the notification outbox (OTP_EMAIL, OTP_SMS) or returned to the caller. Sends are bounded per
+ * user and per recipient (./otp-sends.ts). Five wrong codes remove the challenge (the session commands
+ * count them).
  */
 import { createHmac, randomInt, timingSafeEqual } from "node:crypto";
 import {
@@ -22,6 +23,7 @@ import { SessionEvent } from "../../session/events.ts";
 import type { ChallengeMaker, FactorCheck } from "../../session/factors.ts";
 import { UserEvent } from "../events.ts";
 import { activeFactor, checkedEvent, factorUserEvent, type UserFactorRow } from "./common.ts";
+import { boundOtpSends } from "./otp-sends.ts";
 
 export type OtpChannel = "otp_email" | "otp_sms";
 
@@ -141,7 +143,8 @@ export interface OtpChallengeDeps {
 
 /**
  * `challenges.otp_email` / `challenges.otp_sms`: a new code for the session (it replaces an open one),
- * returned with `returnCode`, else queued in an OTP_EMAIL / OTP_SMS message to the verified address.
+ * returned with `returnCode`, else queued in an OTP_EMAIL / OTP_SMS message to the verified address —
+ * within the bound of sends (RESOURCE_EXHAUSTED beyond it, nothing queued).
  */
 export function otpChallenge(
   deps: OtpChallengeDeps,
@@ -168,10 +171,17 @@ export function otpChallenge(
       if (!returnCode) {
         const messages = deps.messages;
         if (!messages) throw new InternalError("notification delivery is not set up");
+        const type = CHANNEL[channel].message;
+        await boundOtpSends(ctx.tx, {
+          instanceId: ctx.instanceId,
+          userId: ctx.userId,
+          type,
+          recipient: target,
+        });
         await messages.queue(ctx.tx, {
           instanceId: ctx.instanceId,
           userId: ctx.userId,
-          type: CHANNEL[channel].message,
+          type,
           recipient: target,
           language: contact.language ?? undefined,
           origin: await messages.originOf(ctx.tx, ctx.instanceId),

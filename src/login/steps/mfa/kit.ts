@@ -14,6 +14,7 @@ import {
   type ChallengeMaker,
   checkSession,
   type FactorCheck,
+  FactorLockedOutError,
   PasswordLockedOutError,
 } from "../../../domain/session/commands.ts";
 import type { ChallengeType } from "../../../domain/session/events.ts";
@@ -119,7 +120,7 @@ export async function mayEnrol(login: Login, instanceId: string, session: LoginS
  */
 export type CheckOutcome =
   | { ok: true; answers: Partial<Record<ChallengeType, unknown>>; at: Date }
-  | { ok: false; error: string };
+  | { ok: false; error: string; values?: Record<string, string> };
 
 /**
  * Runs `factors` and `challenges` on the sign-in's session, the user as creator. A wrong answer counts (the
@@ -140,9 +141,17 @@ export async function checkOnSession(
     );
     return { ok: true, answers: version.challenges, at: version.changeDate };
   } catch (error) {
-    if (error instanceof PasswordLockedOutError) return { ok: false, error: "mfaOtp.lockedOut" };
+    // the factor's own lockout (or, for a page that checks a password too, the password's)
+    if (error instanceof FactorLockedOutError || error instanceof PasswordLockedOutError)
+      return { ok: false, error: "mfaOtp.lockedOut" };
     if (error instanceof InvalidArgumentError) return { ok: false, error: "mfaOtp.codeWrong" };
-    if (error instanceof ResourceExhaustedError) return { ok: false, error: "error.tooManyCodes" };
+    // the bound of codes sent (src/domain/user/factors/otp-sends.ts): the code sent last stays valid
+    if (error instanceof ResourceExhaustedError)
+      return {
+        ok: false,
+        error: "mfaOtp.tooManyCodes",
+        values: { seconds: String(Math.max(1, Math.ceil(error.retryAfterSeconds ?? 60))) },
+      };
     if (error instanceof FailedPreconditionError)
       return {
         ok: false,

@@ -7,7 +7,8 @@
  *   (the same under /ui/login/mfa/otp-sms)
  *
  * The code is the sessions API's challenge: six digits, valid 5 minutes, five wrong codes invalidate it;
- * each wrong code counts towards the lockout.
+ * each wrong code counts towards the factor's lockout. Sends are bounded per user and recipient like the
+ * API's (the page then says when a new code may be asked for) and, here, per client IP (a 429 page).
  */
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { getSessionState } from "../../../domain/session/commands.ts";
@@ -65,12 +66,13 @@ function otpStep(channel: Channel) {
     const back = async (
       reply: FastifyReply,
       authRequest: AuthRequest,
-      state: { error?: string; notice?: string },
+      state: { error?: string; notice?: string; values?: Record<string, string> },
     ) => {
+      const values = { ...state.values, ...(state.notice ? { notice: state.notice } : {}) };
       await login.authRequests.setUiState(authRequest, {
         page,
         error: state.error,
-        values: state.notice ? { notice: state.notice } : undefined,
+        values: Object.keys(values).length ? values : undefined,
       });
       return reply.redirect(mfaUrl(channel.path, authRequest.id), 303);
     };
@@ -86,8 +88,10 @@ function otpStep(channel: Channel) {
       ];
       const expired = !open || open.createdAt.getTime() + OTP_CODE_TTL_SECONDS * 1000 <= Date.now();
       if (expired && !state.error) {
+        const tooMany = await kit.limitCodesPerIp(request, reply, authRequest);
+        if (tooMany) return tooMany;
         const sent = await send(mfa);
-        state = sent.ok ? { values: { notice: "sent" } } : { error: sent.error };
+        state = sent.ok ? { values: { notice: "sent" } } : { error: sent.error, values: sent.values };
       }
       const context = await kit.pageFor(request, agent, authRequest, session.orgId);
       const { t } = context.translator;
@@ -97,6 +101,7 @@ function otpStep(channel: Channel) {
         action: `/ui/login/mfa/${channel.path}`,
         account: accountView(session, context.branding?.hideLoginNameSuffix),
         error: state.error,
+        errorValues: state.values?.seconds ? { seconds: Number(state.values.seconds) } : undefined,
         notice: state.values?.notice
           ? t(state.values.notice === "resent" ? "mfaOtp.codeResent" : "mfaOtp.codeSent")
           : undefined,
@@ -127,10 +132,16 @@ function otpStep(channel: Channel) {
     ui.post(`${route}/resend`, async (request, reply) => {
       const mfa = await mfaPost(kit, request, reply);
       if (!mfa) return reply;
-      const tooMany = await kit.limitPerIp(request, reply, mfa.authRequest);
+      const tooMany =
+        (await kit.limitPerIp(request, reply, mfa.authRequest)) ??
+        (await kit.limitCodesPerIp(request, reply, mfa.authRequest));
       if (tooMany) return tooMany;
       const sent = await send(mfa);
-      return back(reply, mfa.authRequest, sent.ok ? { notice: "resent" } : { error: sent.error });
+      return back(
+        reply,
+        mfa.authRequest,
+        sent.ok ? { notice: "resent" } : { error: sent.error, values: sent.values },
+      );
     });
   };
 }

@@ -84,7 +84,8 @@ export const CheckPasswordSchema: GenMessage<CheckPassword> = /*@__PURE__*/
 /**
  * Verifies a code of the user's authenticator app (TOTP, RFC 6238: 6 digits, 30 s, one step either way
  * accepted). A code is accepted once: the same code again within its window is wrong. A wrong code counts
- * towards the lockout like a wrong password.
+ * towards TOTP's own lockout, under the password's rule but not reset by a right password: from the
+ * maximum on, checks are FAILED_PRECONDITION "totp checks are locked until <time> ..." (not verified).
  *
  * @generated from message platform.resources.session.v3alpha.CheckTOTP
  */
@@ -106,7 +107,8 @@ export const CheckTOTPSchema: GenMessage<CheckTOTP> = /*@__PURE__*/
 
 /**
  * Verifies the one-time code of the session's last `otp_email` or `otp_sms` challenge. Five wrong codes
- * invalidate the challenge (a new one must be asked for); each counts towards the lockout.
+ * invalidate the challenge (a new one must be asked for); each counts towards the channel's own lockout
+ * (like TOTP's).
  *
  * @generated from message platform.resources.session.v3alpha.CheckOTP
  */
@@ -128,7 +130,8 @@ export const CheckOTPSchema: GenMessage<CheckOTP> = /*@__PURE__*/
 
 /**
  * Verifies a WebAuthn assertion answering the session's last `webauthn` challenge: origin, relying-party
- * ID, challenge, signature and the signature counter are checked.
+ * ID, challenge, signature and the signature counter are checked. A wrong assertion counts towards the
+ * `webauthn` lockout (like TOTP's).
  *
  * @generated from message platform.resources.session.v3alpha.CheckWebAuthn
  */
@@ -150,7 +153,8 @@ export const CheckWebAuthnSchema: GenMessage<CheckWebAuthn> = /*@__PURE__*/
   messageDesc(file_platform_resources_session_v3alpha_session, 4);
 
 /**
- * Uses one of the user's recovery codes (each is accepted once).
+ * Uses one of the user's recovery codes (each is accepted once). A wrong code counts towards the recovery
+ * codes' own lockout (like TOTP's).
  *
  * @generated from message platform.resources.session.v3alpha.CheckRecoveryCode
  */
@@ -306,7 +310,9 @@ export const RequestWebAuthnChallengeSchema: GenMessage<RequestWebAuthnChallenge
 
 /**
  * Asks for a one-time code by e-mail or SMS (the user's verified address or number). The code is valid for
- * 5 minutes; a new challenge replaces it.
+ * 5 minutes; a new challenge replaces it. At most 5 codes are sent in 10 minutes and one per 30 seconds,
+ * for a user and for a recipient, per channel: beyond, RESOURCE_EXHAUSTED (429) with Retry-After, and
+ * nothing is sent.
  *
  * @generated from message platform.resources.session.v3alpha.RequestOTPChallenge
  */

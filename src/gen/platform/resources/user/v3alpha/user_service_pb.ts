@@ -2568,9 +2568,9 @@ export const PlatformUsers: GenService<{
     output: typeof LockUserResponseSchema;
   },
   /**
-   * Unlocks a locked user, or ends the temporary password lockout of an active one, and resets its
-   * failed password attempts (permission user.write). FAILED_PRECONDITION unless the user is locked or
-   * locked out of password checks.
+   * Unlocks a locked user, or ends the temporary lockout of the password or of a second factor of an
+   * active one, and resets its failed password and second-factor attempts (permission user.write).
+   * FAILED_PRECONDITION unless the user is locked or locked out of password or second-factor checks.
    *
    * @generated from rpc platform.resources.user.v3alpha.PlatformUsers.UnlockUser
    */
