@@ -22,6 +22,7 @@ import { userFactors } from "../../query/user-factors.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { resourceDetails } from "../mapping.ts";
+import { requireOwnFactorRemoval } from "./own-factor-removal.ts";
 import type { OnUser, UserCall } from "./user-calls.ts";
 
 const attachments: Record<number, AuthenticatorAttachment> = {
@@ -34,7 +35,8 @@ const attachments: Record<number, AuthenticatorAttachment> = {
  * A user's passkeys and security keys (docs/factors.md "Passkeys and security keys"): CreatePasskey,
  * VerifyPasskey, ListPasskeys, RemovePasskey. Permission user.write (user.read to list), or the user itself;
  * the account-control rule of every account change applies (userCall). The decisions are
- * src/domain/user/factors/passkeys.ts's, which the login UI's pages share.
+ * src/domain/user/factors/passkeys.ts's, which the login UI's pages share. A user removing its own key with a
+ * session's token needs a session at least as strong as the key (./own-factor-removal.ts).
  */
 export function passkeyRpcs(
   deps: ServiceDeps,
@@ -124,8 +126,12 @@ export function passkeyRpcs(
     },
 
     async removePasskey(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.write", { self: true });
+      const { call, row } = await userCall(ctx, req.id, "user.write", { self: true });
       const instanceId = instanceOf(call);
+      const key = (
+        await userFactors(deps.db, instanceId, req.id, { active: true, types: ["passkey", "u2f"] })
+      ).find((f) => f.id === req.passkeyId);
+      if (key) await requireOwnFactorRemoval(deps, call, { id: req.id, orgId: row.org_id }, key.type);
       const details = await onUser(call, req.id, async (user, tx) => [
         await removePasskeyEvent(tx, instanceId, user, req.passkeyId),
       ]);
