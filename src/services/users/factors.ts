@@ -11,7 +11,7 @@ import { userFactors } from "../../query/user-factors.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { UserFactorCommands } from "./factor-commands.ts";
-import { requireOwnFactorRemoval } from "./own-factor-removal.ts";
+import { requireOwnFactorRemoval, requireOwnSignInChange } from "./own-sign-in-changes.ts";
 import type { OnUser, UserCall } from "./user-calls.ts";
 
 /**
@@ -19,8 +19,8 @@ import type { OnUser, UserCall } from "./user-calls.ts";
  * RemoveOTPEmail, AddOTPSMS, RemoveOTPSMS, GenerateRecoveryCodes, RemoveRecoveryCodes (permission
  * user.write, or the user itself; the account-control rule applies, userCall) and
  * ListAuthenticationMethodTypes (user.read, or the user itself). The decisions are ./factor-commands.ts's,
- * which the account page shares. A user removing its own factor with a session's token needs a session at
- * least as strong as the factor (./own-factor-removal.ts).
+ * which the account page shares. A user changing its own factors with a session's token needs a session
+ * that passed its second factor, and one at least as strong as a factor it removes (./own-sign-in-changes.ts).
  */
 export function factorRpcs(
   deps: ServiceDeps,
@@ -44,7 +44,9 @@ export function factorRpcs(
   ) {
     const { call, row } = await userCall(ctx, id, "user.write", { self: true });
     const instanceId = instanceOf(call);
-    if (removes) await requireOwnFactorRemoval(deps, call, { id, orgId: row.org_id }, removes);
+    const user = { id, orgId: row.org_id };
+    if (removes) await requireOwnFactorRemoval(deps, call, user, removes);
+    else await requireOwnSignInChange(deps, call, user);
     return { details: await onUser(call, id, (user, tx) => decide(instanceId, user, tx)) };
   }
 

@@ -1,7 +1,8 @@
 /**
- * A user removing its own factor through the users API with an access token of its browser session
- * (./own-factor-removal.ts, docs/factors.md "Changes to how an account signs in"): the session must have
- * verified a factor at least as strong as the one removed; an administrator with user.write is not bound.
+ * A user changing its own factors through the users API with an access token of its browser session
+ * (./own-sign-in-changes.ts, docs/factors.md "Changes to how an account signs in"): the session must have
+ * passed the account's second factor, and verified a factor at least as strong as one it removes; an
+ * administrator with user.write is not bound.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -18,7 +19,7 @@ const API_SCOPE = "openid urn:platform:iam:org:project:id:platform:aud";
 const PASSWORD = "Correct-Horse-1!";
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
-describe("users: removing one's own factor with a session", () => {
+describe("users: changing one's own factors with a session", () => {
   let platform: TestPlatform;
   let callers: Awaited<ReturnType<typeof addCallers>>;
   let config: client.Configuration;
@@ -107,6 +108,20 @@ describe("users: removing one's own factor with a session", () => {
       403,
       7,
       /at least as strong/,
+    );
+    // nor add a factor of its own: the account has a second factor this session did not pass
+    await assertRejected(
+      platform,
+      () => passwordOnly("POST", `${USERS}/${id}/otp_email`),
+      403,
+      7,
+      /passed the account's second factor/,
+    );
+    await assertRejected(
+      platform,
+      () => passwordOnly("POST", `${USERS}/${id}/passkeys`, { json: {} }),
+      403,
+      7,
     );
     const methods = await rest("GET", `${USERS}/${id}/authentication_methods`);
     assert.ok(methods.json.types.includes("AUTHENTICATION_METHOD_TYPE_TOTP"), "the app stays");
