@@ -11,6 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { generate } from "otplib";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { addOrg, type Json, restClient, type TestPlatform } from "./helpers.ts";
 import { type Federation, startFederation } from "./idp-federation.ts";
@@ -35,6 +36,7 @@ let orgId: string;
 let upstream: Federation["upstream"];
 
 const USERS = "/resources/v3alpha/users";
+const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 before(async () => {
   [browser, federation] = await Promise.all([
@@ -602,5 +604,82 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     assert.equal((await request.redeem(page)).claims.sub, uweId);
     assert.equal((await linksOf(uweId))[0].idp_id, providerId);
     await context.close();
+  });
+  it("a link waits for the second factor: the password alone links nothing, with force_mfa_local_only too", async () => {
+    // an organization forcing a second factor, but not after a provider (force_mfa_local_only)
+    const orgMfa = await addOrg(platform, "Org Second Factor");
+    const policy = await rest()("PATCH", `/settings/v3alpha/login?ctx.org_id=${orgMfa}`, {
+      json: { force_mfa: { set: true }, force_mfa_local_only: { set: true } },
+    });
+    assert.equal(policy.status, 200, policy.text);
+    const providerId = await addProvider(
+      "Upstream Second Factor",
+      { autoLinking: "username" },
+      { ctx: `?ctx.org_id=${orgMfa}` },
+    );
+    // tess has an authenticator app; someone else holds the account "tess" at the provider
+    const tessId = await addHuman(platform, "tess", PASSWORD, { orgId: orgMfa });
+    const registered = await rest()("POST", `${USERS}/${tessId}/totp`);
+    assert.equal(registered.status, 200, registered.text);
+    const secret = registered.json.secret as string;
+    const verified = await rest()("POST", `${USERS}/${tessId}/totp/_verify`, {
+      json: { code: await generate({ secret }) },
+    });
+    assert.equal(verified.status, 200, verified.text);
+    await addUpstreamHuman("tess", {
+      givenName: "Tess",
+      familyName: "Elsewhere",
+      email: "tess@elsewhere.test",
+    });
+    const scope = `urn:platform:iam:org:id:${orgMfa}`;
+    const throughProvider = async (page: Page) => {
+      const request = await authorization(scope);
+      await page.goto(request.url);
+      await page.getByRole("link", { name: "Continue with Upstream Second Factor" }).click();
+      await signInUpstream(page, "tess");
+      return request;
+    };
+
+    // the password alone: the sign-in goes on to the authenticator app, and nothing is linked yet
+    const { context, page, problems } = await newPage();
+    await throughProvider(page);
+    await page.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Link and sign in" }).click();
+    await page.waitForURL(`${platform.url}/ui/login/mfa/totp?**`);
+    assert.equal(await heading(page), "Enter the code from your authenticator app");
+    assert.deepEqual(await linksOf(tessId), [], "no link after the password alone");
+    await context.close();
+
+    // so the provider's account does not sign in as tess: it is asked to link again
+    const { context: second, page: again } = await newPage();
+    const request = await throughProvider(again);
+    await again.waitForURL(`${platform.url}/ui/login/idp/link?**`);
+    assert.equal(await heading(again), "Link your account");
+
+    // with the password and the authenticator app, the link is stored
+    await again.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await again.getByRole("button", { name: "Link and sign in" }).click();
+    await again.waitForURL(`${platform.url}/ui/login/mfa/totp?**`);
+    assert.deepEqual(await linksOf(tessId), [], "not before the second factor");
+    // the code of the next step (±1 step is accepted), so surely after the registration's
+    await again.getByLabel("Authenticator code").fill(await generate({ secret, epoch: nowSeconds() + 30 }));
+    await again.getByRole("button", { name: "Verify" }).click();
+    const { claims } = await request.redeem(again);
+    assert.equal(claims.sub, tessId);
+    assert.deepEqual(
+      (await linksOf(tessId)).map((l) => [l.idp_id, l.external_username]),
+      [[providerId, "tess"]],
+    );
+    await second.close();
+
+    // from then on the provider signs tess in, without a second factor (force_mfa_local_only)
+    const { context: third, page: later } = await newPage();
+    const next = await throughProvider(later);
+    const signedIn = await next.redeem(later);
+    assert.equal(signedIn.claims.sub, tessId);
+    assert.deepEqual(signedIn.claims.amr, ["fed"]);
+    assert.deepEqual(problems, []);
+    await third.close();
   });
 });

@@ -8,6 +8,11 @@ export type Caller =
       orgId: string;
       /** How the caller authenticated. */
       via: "pat" | "access_token";
+      /**
+       * The browser session the access token was issued from (its `sid`); what a user changing how its own
+       * account signs in is checked against (src/domain/session/sign-in-changes.ts).
+       */
+      sessionId?: string;
     }
   | {
       /** A system API user (PLATFORM_SYSTEM_API_USERS): the IAM_OWNER permissions in every context. */

@@ -109,8 +109,8 @@ describe("account page: authenticator app, e-mail and SMS codes, recovery codes"
     assert.equal(await userFactor(platform.db, instanceId, id, "totp"), undefined);
   });
 
-  it("recovery codes: shown once after the post, counted; e-mail codes turned on and off", async () => {
-    await addHuman(platform, "acct-codes", PASSWORD);
+  it("recovery codes: shown once after the post, counted; e-mail codes turned on, and off only with a second factor", async () => {
+    const id = await addHuman(platform, "acct-codes", PASSWORD);
     const { browser, page } = await signedIn("acct-codes");
     assert.match(sectionOf(page), /You have no recovery codes./);
     const made = await browser.submit(page, "/ui/login/account/otp/recovery", {});
@@ -127,7 +127,16 @@ describe("account page: authenticator app, e-mail and SMS codes, recovery codes"
     assert.match(sectionOf(reload), /Add and verify a phone number to use codes by SMS./);
     const on = await browser.submit(reload, "/ui/login/account/otp/email", {});
     assert.equal(notice(on), "Codes by e-mail are on.");
-    const off = await browser.submit(on, "/ui/login/account/otp/email", {});
-    assert.equal(notice(off), "Codes by e-mail are off.");
+    // codes by e-mail are now a second factor of the account: this session passed only the password, so it
+    // neither changes the factors any more nor turns the codes off (sign in again with them to do so)
+    assert.match(sectionOf(on), /To change these settings, sign in again with your second factor./);
+    const off = await browser.post("/ui/login/account/otp/email", {
+      ...formOf(on.text, "/ui/login/account/profile"),
+      action: "disable",
+    });
+    assert.equal(off.status, 303);
+    const refused = await browser.follow("/");
+    assert.match(sectionOf(refused), /To change these settings, sign in again with your second factor./);
+    assert.ok(await userFactor(platform.db, instanceId, id, "otp_email"), "still on");
   });
 });

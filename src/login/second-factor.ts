@@ -4,7 +4,8 @@
  * checked or registered. ./sessions.ts `pendingStep` asks after the password.
  */
 import { ACR_MFA } from "../domain/session/amr.ts";
-import type { LoginSettings, SecondFactorType } from "../domain/settings/login.ts";
+import { signsInAsSecondFactor } from "../domain/session/sign-in-changes.ts";
+import type { LoginSettings } from "../domain/settings/login.ts";
 import type { FactorType } from "../query/user-factors.ts";
 import type { AuthRequest } from "./auth-requests.ts";
 import type { LoginSession } from "./sessions.ts";
@@ -43,15 +44,6 @@ export function freshEnough(request: AuthRequest, at: Date, now: Date, lifetime?
   return true;
 }
 
-/** The policy's second factor of each kind of user factor (passkeys count as security keys). */
-const POLICY_TYPE: Partial<Record<FactorType, SecondFactorType>> = {
-  totp: "SECOND_FACTOR_TYPE_TOTP",
-  otp_email: "SECOND_FACTOR_TYPE_OTP_EMAIL",
-  otp_sms: "SECOND_FACTOR_TYPE_OTP_SMS",
-  u2f: "SECOND_FACTOR_TYPE_U2F",
-  passkey: "SECOND_FACTOR_TYPE_U2F",
-};
-
 /**
  * The user's factors the policy lets them pass as a second factor, in the order the choice page lists
  * them. Recovery codes are not among them: they stand in for a lost factor, they never make the step
@@ -59,15 +51,8 @@ const POLICY_TYPE: Partial<Record<FactorType, SecondFactorType>> = {
  */
 export function allowedSecondFactors(session: LoginSession, policy: SignInPolicy): FactorType[] {
   const owned = new Set(session.factors ?? []);
-  const allowed = (type: FactorType) => {
-    const policyType = POLICY_TYPE[type];
-    if (!policyType) return false;
-    if (policy.second_factors.includes(policyType)) return true;
-    // a passkey verifying the user is a multi-factor of its own
-    return type === "passkey" && policy.multi_factors.includes("MULTI_FACTOR_TYPE_U2F_WITH_VERIFICATION");
-  };
   return (["totp", "u2f", "passkey", "otp_email", "otp_sms"] as const).filter(
-    (t) => owned.has(t) && allowed(t),
+    (t) => owned.has(t) && signsInAsSecondFactor(t, policy),
   );
 }
 

@@ -101,6 +101,14 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
         "the access token's audience does not include the management project (scope urn:platform:iam:org:project:id:platform:aud)",
       );
     }
-    return { kind: "user", userId: token.subject, instanceId, orgId: token.user!.orgId, via: "access_token" };
+    return {
+      kind: "user",
+      userId: token.subject,
+      instanceId,
+      orgId: token.user!.orgId,
+      via: "access_token",
+      // an exchanged token acts for others: its session is not the subject's own sign-in
+      ...(token.sessionId && !token.lineage ? { sessionId: token.sessionId } : {}),
+    };
   };
 }

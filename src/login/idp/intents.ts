@@ -23,6 +23,8 @@ export interface IdpIntent {
   codeVerifier: string;
   /** The identity the provider answered (after the callback). */
   external?: ExternalIdentity;
+  /** The link step proved this user's password: the link waits for the session's second factor. */
+  pendingLink?: { userId: string; sessionId: string };
 }
 
 interface IntentRow {
@@ -35,6 +37,8 @@ interface IntentRow {
   nonce: string;
   code_verifier: string;
   external: ExternalIdentity | string | null;
+  link_user_id: string | null;
+  link_session_id: string | null;
   [key: string]: unknown;
 }
 
@@ -50,6 +54,10 @@ function toIntent(row: IntentRow): IdpIntent {
     nonce: row.nonce,
     codeVerifier: row.code_verifier,
     external,
+    pendingLink:
+      row.link_user_id && row.link_session_id
+        ? { userId: row.link_user_id, sessionId: row.link_session_id }
+        : undefined,
   };
 }
 
@@ -106,6 +114,31 @@ export class IdpIntentStore {
     if (rows.length === 0) return false;
     intent.external = external;
     return true;
+  }
+
+  /**
+   * Makes the intent's link wait for the second factor of `sessionId` (the link step passed the password of
+   * `userId`): `pendingLinks` finds it when that session completes the sign-in.
+   */
+  async holdLink(intent: IdpIntent, userId: string, sessionId: string): Promise<void> {
+    await this.db.query(
+      `UPDATE login_idp_intents SET link_user_id = $3, link_session_id = $4
+       WHERE instance_id = $1 AND id = $2 AND done_at IS NULL`,
+      [intent.instanceId, intent.id, userId, sessionId],
+    );
+    intent.pendingLink = { userId, sessionId };
+  }
+
+  /** The live intents of an auth request whose link waits for `sessionId` (oldest first). */
+  async pendingLinks(instanceId: string, authRequestId: string, sessionId: string): Promise<IdpIntent[]> {
+    const rows = await this.db.query<IntentRow>(
+      `SELECT * FROM login_idp_intents
+       WHERE instance_id = $1 AND auth_request_id = $2 AND link_session_id = $3
+         AND expires_at > now() AND done_at IS NULL
+       ORDER BY created_at`,
+      [instanceId, authRequestId, sessionId],
+    );
+    return rows.map(toIntent);
   }
 
   /** Ends the intent (signed in, linked or registered): it cannot be used again. */

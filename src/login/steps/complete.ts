@@ -8,6 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthRequest } from "../auth-requests.ts";
 import { type LoginSession, pendingStep, sessionsNow } from "../sessions.ts";
+import { storePendingLinks } from "./idp/pending-links.ts";
 import { entryUrl, type Query, type StepKit, stepUrl } from "./kit.ts";
 import { secondFactorPage } from "./mfa/choose.ts";
 
@@ -58,6 +59,8 @@ export async function completeOrContinue(
     const page = pending === "mfa" ? secondFactorPage(session, policy) : pending;
     return reply.redirect(stepUrl(page, authRequest.id), status);
   }
+  // a link to an identity provider the sign-in proved the password for is stored now, with every factor passed
+  await storePendingLinks(kit, request, authRequest, session);
   return kit.complete(request, reply, authRequest, session);
 }
 

@@ -1,4 +1,5 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { SignInFactor } from "../../domain/session/sign-in-changes.ts";
 import type { UserAggregate } from "../../domain/user/commands.ts";
 import type { OtpChannel } from "../../domain/user/factors/otp.ts";
 import { remainingRecoveryCodes } from "../../domain/user/factors/recovery-codes.ts";
@@ -10,6 +11,7 @@ import { userFactors } from "../../query/user-factors.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { UserFactorCommands } from "./factor-commands.ts";
+import { requireOwnFactorRemoval, requireOwnSignInChange } from "./own-sign-in-changes.ts";
 import type { OnUser, UserCall } from "./user-calls.ts";
 
 /**
@@ -17,7 +19,8 @@ import type { OnUser, UserCall } from "./user-calls.ts";
  * RemoveOTPEmail, AddOTPSMS, RemoveOTPSMS, GenerateRecoveryCodes, RemoveRecoveryCodes (permission
  * user.write, or the user itself; the account-control rule applies, userCall) and
  * ListAuthenticationMethodTypes (user.read, or the user itself). The decisions are ./factor-commands.ts's,
- * which the account page shares.
+ * which the account page shares. A user changing its own factors with a session's token needs a session
+ * that passed its second factor, and one at least as strong as a factor it removes (./own-sign-in-changes.ts).
  */
 export function factorRpcs(
   deps: ServiceDeps,
@@ -36,15 +39,26 @@ export function factorRpcs(
     ctx: HandlerContext,
     id: string,
     decide: (instanceId: string, user: UserAggregate, tx: CommandTx) => Promise<NewEvent[]> | NewEvent[],
+    /** The factor a removal takes away: the user's own session must be strong enough for it. */
+    removes?: SignInFactor,
   ) {
-    const { call } = await userCall(ctx, id, "user.write", { self: true });
+    const { call, row } = await userCall(ctx, id, "user.write", { self: true });
     const instanceId = instanceOf(call);
+    const user = { id, orgId: row.org_id };
+    if (removes) await requireOwnFactorRemoval(deps, call, user, removes);
+    else await requireOwnSignInChange(deps, call, user);
     return { details: await onUser(call, id, (user, tx) => decide(instanceId, user, tx)) };
   }
 
   const otp = (ctx: HandlerContext, id: string, channel: OtpChannel, add: boolean) =>
-    change(ctx, id, (instanceId, user, tx) =>
-      add ? factors.addOtp(tx, instanceId, user, channel) : factors.removeOtp(tx, instanceId, user, channel),
+    change(
+      ctx,
+      id,
+      (instanceId, user, tx) =>
+        add
+          ? factors.addOtp(tx, instanceId, user, channel)
+          : factors.removeOtp(tx, instanceId, user, channel),
+      add ? undefined : channel,
     );
 
   return {
@@ -62,7 +76,7 @@ export function factorRpcs(
     verifyTOTPRegistration: (req, ctx) =>
       change(ctx, req.id, (instanceId, user, tx) => factors.verifyTotp(tx, instanceId, user, req.code)),
     removeTOTP: (req, ctx) =>
-      change(ctx, req.id, (instanceId, user, tx) => factors.removeTotp(tx, instanceId, user)),
+      change(ctx, req.id, (instanceId, user, tx) => factors.removeTotp(tx, instanceId, user), "totp"),
     addOTPEmail: (req, ctx) => otp(ctx, req.id, "otp_email", true),
     removeOTPEmail: (req, ctx) => otp(ctx, req.id, "otp_email", false),
     addOTPSMS: (req, ctx) => otp(ctx, req.id, "otp_sms", true),
@@ -77,7 +91,12 @@ export function factorRpcs(
       return { details, codes };
     },
     removeRecoveryCodes: (req, ctx) =>
-      change(ctx, req.id, (instanceId, user, tx) => factors.removeRecoveryCodes(tx, instanceId, user)),
+      change(
+        ctx,
+        req.id,
+        (instanceId, user, tx) => factors.removeRecoveryCodes(tx, instanceId, user),
+        "recovery_codes",
+      ),
 
     async listAuthenticationMethodTypes(req, ctx) {
       const { call, row } = await userCall(ctx, req.id, "user.read", { self: true });

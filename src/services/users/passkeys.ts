@@ -22,6 +22,7 @@ import { userFactors } from "../../query/user-factors.ts";
 import type { AuthorizedCall } from "../call.ts";
 import type { ServiceDeps } from "../deps.ts";
 import { resourceDetails } from "../mapping.ts";
+import { requireOwnFactorRemoval, requireOwnSignInChange } from "./own-sign-in-changes.ts";
 import type { OnUser, UserCall } from "./user-calls.ts";
 
 const attachments: Record<number, AuthenticatorAttachment> = {
@@ -34,7 +35,9 @@ const attachments: Record<number, AuthenticatorAttachment> = {
  * A user's passkeys and security keys (docs/factors.md "Passkeys and security keys"): CreatePasskey,
  * VerifyPasskey, ListPasskeys, RemovePasskey. Permission user.write (user.read to list), or the user itself;
  * the account-control rule of every account change applies (userCall). The decisions are
- * src/domain/user/factors/passkeys.ts's, which the login UI's pages share.
+ * src/domain/user/factors/passkeys.ts's, which the login UI's pages share. A user adding a key to its own
+ * account with a session's token needs a session that passed its second factor, and removing one a session
+ * at least as strong as the key (./own-sign-in-changes.ts).
  */
 export function passkeyRpcs(
   deps: ServiceDeps,
@@ -48,8 +51,9 @@ export function passkeyRpcs(
 
   return {
     async createPasskey(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.write", { self: true });
+      const { call, row } = await userCall(ctx, req.id, "user.write", { self: true });
       const instanceId = instanceOf(call);
+      await requireOwnSignInChange(deps, call, { id: req.id, orgId: row.org_id });
       const instance = await deps.instances.byId(instanceId);
       const rp = await relyingPartyOf(
         deps.db,
@@ -80,8 +84,9 @@ export function passkeyRpcs(
     },
 
     async verifyPasskey(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.write", { self: true });
+      const { call, row } = await userCall(ctx, req.id, "user.write", { self: true });
       const instanceId = instanceOf(call);
+      await requireOwnSignInChange(deps, call, { id: req.id, orgId: row.org_id });
       const details = await onUser(
         call,
         req.id,
@@ -124,8 +129,12 @@ export function passkeyRpcs(
     },
 
     async removePasskey(req, ctx) {
-      const { call } = await userCall(ctx, req.id, "user.write", { self: true });
+      const { call, row } = await userCall(ctx, req.id, "user.write", { self: true });
       const instanceId = instanceOf(call);
+      const key = (
+        await userFactors(deps.db, instanceId, req.id, { active: true, types: ["passkey", "u2f"] })
+      ).find((f) => f.id === req.passkeyId);
+      if (key) await requireOwnFactorRemoval(deps, call, { id: req.id, orgId: row.org_id }, key.type);
       const details = await onUser(call, req.id, async (user, tx) => [
         await removePasskeyEvent(tx, instanceId, user, req.passkeyId),
       ]);

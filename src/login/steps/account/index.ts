@@ -205,6 +205,8 @@ async function sendAccountPage(
     passkeys: {
       ...formState("passkeys"),
       items: passkeys,
+      // the same rule as the other factors (../../sign-in-changes.ts)
+      allowed: otp.allowed,
       addPasskeyUrl: addPasskeyUrl("passkey"),
       addSecurityKeyUrl: addPasskeyUrl("u2f"),
     },

@@ -2,13 +2,16 @@
  * POST /ui/login/account/links/remove: the signed-in person removes a link of its account to an external
  * identity provider (rate-limited per IP), with the domain function the users API's RemoveUserLink uses
  * (`removeIdpLinkEvents`) and the user as creator. Refused when it would leave the account without a way
- * to sign in: the user's only link while the user has no password (`keepSignIn`).
+ * to sign in: the user's only link while the user has no password (`keepSignIn`), and, as every change to
+ * how the account signs in, from a session that did not pass the second factor of an account that has one
+ * (`maySignInChange`).
  */
 import type { FastifyInstance } from "fastify";
 import { foldUser } from "../../../domain/user/aggregate.ts";
 import { USER } from "../../../domain/user/events.ts";
 import { LAST_SIGN_IN_METHOD, removeIdpLinkEvents } from "../../../domain/user/idp-links.ts";
 import { FailedPreconditionError, NotFoundError } from "../../../errors.ts";
+import { maySignInChange } from "../../sign-in-changes.ts";
 import { field, type StepKit } from "../kit.ts";
 import { accountPost, redirectWithOutcome } from "./kit.ts";
 
@@ -22,6 +25,8 @@ export function accountLinksStep(ui: FastifyInstance, kit: StepKit): void {
     const { account, body } = post;
     const outcome = { session: account.id, form: "links" as const };
     const idpId = field(body, "idp");
+    if (!(await maySignInChange(kit.login, kit.login.instanceId(request), account)))
+      return redirectWithOutcome(kit, request, reply, { ...outcome, error: "accountOtp.secondFactorNeeded" });
     try {
       await eventStore.push(
         { instanceId: kit.login.instanceId(request), creator: account.userId },

@@ -2,7 +2,10 @@
  * The account page's passkeys and security keys: the list (names, kind, last use), "Add a passkey" and
  * "Add a security key" (GET /ui/login/account/passkeys/new, the registration page; POST
  * /ui/login/account/passkeys/verify) and removal (POST /ui/login/account/passkeys/remove), each post
- * rate-limited per IP and answering 303 to the account page.
+ * rate-limited per IP and answering 303 to the account page. Adding and removing follow the rule of every
+ * change to how an account signs in (../../sign-in-changes.ts): a session that did not pass the second
+ * factor of an account that has one adds no key (the page and its post both refuse), and a key is removed
+ * only by a session that verified a factor at least as strong (a passkey by one that verified the user).
  */
 import type { FastifyInstance } from "fastify";
 import { removePasskeyEvent } from "../../../domain/user/factors/passkeys.ts";
@@ -10,6 +13,7 @@ import { NotFoundError } from "../../../errors.ts";
 import { userFactors } from "../../../query/user-factors.ts";
 import type { Translator } from "../../i18n.ts";
 import type { Login } from "../../login.ts";
+import { mayRemoveFactor, maySignInChange } from "../../sign-in-changes.ts";
 import { onSignedInUser } from "../../webauthn.ts";
 import { accountView, field, type Query, type StepKit } from "../kit.ts";
 import { finishRegistration, sendRegistrationPage } from "../passkey/register.ts";
@@ -50,6 +54,13 @@ export function accountPasskeysStep(ui: FastifyInstance, kit: StepKit): void {
         message: "account.sessionEnded",
         link: { url: "/ui/login/loginname", text: "signedout.signIn" },
       });
+    // no registration is started for a session that may not add a key: back to the page, which says why
+    if (!(await maySignInChange(login, login.instanceId(request), account)))
+      return redirectWithOutcome(kit, request, reply, {
+        session: account.id,
+        form: "passkeys",
+        error: "accountOtp.secondFactorNeeded",
+      });
     const context = await kit.pageFor(request, agent, undefined, account.orgId);
     return sendRegistrationPage(kit, request, reply, context, {
       type: request.query.type === "u2f" ? "u2f" : "passkey",
@@ -67,6 +78,12 @@ export function accountPasskeysStep(ui: FastifyInstance, kit: StepKit): void {
     const tooMany = await kit.limitPerIp(request, reply, undefined);
     if (tooMany) return tooMany;
     const { account, body } = post;
+    if (!(await maySignInChange(login, login.instanceId(request), account)))
+      return redirectWithOutcome(kit, request, reply, {
+        session: account.id,
+        form: "passkeys",
+        error: "accountOtp.secondFactorNeeded",
+      });
     const outcome = await finishRegistration(kit, request, account.userId, body);
     return redirectWithOutcome(kit, request, reply, {
       session: account.id,
@@ -82,6 +99,15 @@ export function accountPasskeysStep(ui: FastifyInstance, kit: StepKit): void {
     if (tooMany) return tooMany;
     const { account, body } = post;
     const outcome = { session: account.id, form: "passkeys" as const };
+    const instanceId = login.instanceId(request);
+    const [key] = (
+      await userFactors(login.deps.db, instanceId, account.userId, {
+        active: true,
+        types: ["passkey", "u2f"],
+      })
+    ).filter((f) => f.id === field(body, "passkey"));
+    if (key && !(await mayRemoveFactor(login, instanceId, account, key.type)))
+      return redirectWithOutcome(kit, request, reply, { ...outcome, error: "account.strongerFactorNeeded" });
     try {
       await onSignedInUser(login, request, account.userId, async (user, tx) => [
         await removePasskeyEvent(tx, login.instanceId(request), user, field(body, "passkey")),

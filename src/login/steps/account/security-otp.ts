@@ -13,13 +13,16 @@
  *   POST /ui/login/account/otp/recovery       new codes (replacing earlier ones)
  *   POST /ui/login/account/otp/recovery/remove
  *
- * The commands are the users API's (src/services/users/factor-commands.ts), the user as creator. An
- * account with a second factor changes its factors only from a session that passed one, or that added
- * them all itself (`mayEnrol`): the password alone does not take an earlier second factor away. New recovery codes travel to the page once in the
- * outcome cookie (HttpOnly, two minutes, read once).
+ * The commands are the users API's (src/services/users/factor-commands.ts), the user as creator. The rule
+ * of every change to how an account signs in applies (../../sign-in-changes.ts): an account with a second
+ * factor changes its factors only from a session that passed one (`maySignInChange`), whoever added the
+ * factor and when, and a factor is removed only by a session that verified one at least as strong
+ * (`mayRemoveFactor`). New recovery codes travel to the page once in the outcome cookie (HttpOnly, two
+ * minutes, read once).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { renderSVG } from "uqr";
+import type { SignInFactor } from "../../../domain/session/sign-in-changes.ts";
 import { foldUser, type UserAggregate } from "../../../domain/user/commands.ts";
 import { USER } from "../../../domain/user/events.ts";
 import { readFactor } from "../../../domain/user/factors/common.ts";
@@ -41,8 +44,9 @@ import { UserFactorCommands } from "../../../services/users/factor-commands.ts";
 import type { Translator } from "../../i18n.ts";
 import type { Login } from "../../login.ts";
 import type { LoginSession } from "../../sessions.ts";
+import { mayRemoveFactor, maySignInChange } from "../../sign-in-changes.ts";
 import { field, type StepKit } from "../kit.ts";
-import { checkOnSession, groupedSecret, masterKeyOf, mayEnrol } from "../mfa/kit.ts";
+import { checkOnSession, groupedSecret, masterKeyOf } from "../mfa/kit.ts";
 import { type AccountOutcome, accountPost, redirectWithOutcome } from "./kit.ts";
 
 /** What the section shows of the account's factors. */
@@ -64,7 +68,7 @@ export async function securityOtpView(
     readFactor(db, instanceId, account.userId, "otp_email"),
     readFactor(db, instanceId, account.userId, "otp_sms"),
     readFactor(db, instanceId, account.userId, "recovery_codes"),
-    mayEnrol(login, instanceId, account),
+    maySignInChange(login, instanceId, account),
     db.query<{ email_verified: boolean | null; phone_verified: boolean | null; phone: string | null }>(
       "SELECT email_verified, phone_verified, phone FROM users WHERE instance_id = $1 AND id = $2",
       [instanceId, account.userId],
@@ -138,7 +142,11 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
       account: LoginSession,
       instanceId: string,
     ) => Promise<Omit<AccountOutcome, "session" | "form">>,
-    options: { perName?: boolean } = {},
+    options: {
+      perName?: boolean;
+      /** The active factor the post removes, if it removes one (a check at least as strong is needed). */
+      removes?: (body: Record<string, unknown>) => SignInFactor | undefined;
+    } = {},
   ) {
     ui.post(`/login/account/otp${path}`, async (request: FastifyRequest, reply: FastifyReply) => {
       const post = await accountPost(kit, request, reply);
@@ -150,10 +158,20 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
       if (tooMany) return tooMany;
       const instanceId = login.instanceId(request);
       const outcome = { session: account.id, form: "otp" as const };
-      if (!(await mayEnrol(login, instanceId, account)))
+      if (!(await maySignInChange(login, instanceId, account)))
         return redirectWithOutcome(kit, request, reply, {
           ...outcome,
           error: "accountOtp.secondFactorNeeded",
+        });
+      const removed = options.removes?.(body);
+      if (
+        removed &&
+        account.factors?.includes(removed) &&
+        !(await mayRemoveFactor(login, instanceId, account, removed))
+      )
+        return redirectWithOutcome(kit, request, reply, {
+          ...outcome,
+          error: "account.strongerFactorNeeded",
         });
       const commands = new UserFactorCommands({ masterKey: masterKeyOf(login) });
       const run = async (decide: Decide) => {
@@ -209,22 +227,33 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
     },
     { perName: true },
   );
-  route("/totp/remove", async (run) => {
-    await run((c, tx, instanceId, user) => c.removeTotp(tx, instanceId, user));
-    return { notice: "accountOtp.totpRemoved" };
-  });
+  route(
+    "/totp/remove",
+    async (run) => {
+      await run((c, tx, instanceId, user) => c.removeTotp(tx, instanceId, user));
+      return { notice: "accountOtp.totpRemoved" };
+    },
+    // a pending registration is not among the active factors: cancelling it takes no stronger check
+    { removes: () => "totp" },
+  );
   for (const [path, type] of [
     ["/email", "otp_email"],
     ["/sms", "otp_sms"],
   ] as const) {
-    route(path, async (run, body) => {
-      const enable = field(body as Record<string, string>, "action") === "enable";
-      await run((c, tx, instanceId, user) =>
-        enable ? c.addOtp(tx, instanceId, user, type) : c.removeOtp(tx, instanceId, user, type),
-      );
-      const channel = type === "otp_email" ? "Email" : "Sms";
-      return { notice: `accountOtp.${enable ? "enabled" : "disabled"}${channel}` };
-    });
+    const enabling = (body: Record<string, unknown>) =>
+      field(body as Record<string, string>, "action") === "enable";
+    route(
+      path,
+      async (run, body) => {
+        const enable = enabling(body);
+        await run((c, tx, instanceId, user) =>
+          enable ? c.addOtp(tx, instanceId, user, type) : c.removeOtp(tx, instanceId, user, type),
+        );
+        const channel = type === "otp_email" ? "Email" : "Sms";
+        return { notice: `accountOtp.${enable ? "enabled" : "disabled"}${channel}` };
+      },
+      { removes: (body) => (enabling(body) ? undefined : type) },
+    );
   }
   route("/recovery", async (run) => {
     let codes: string[] = [];
@@ -235,8 +264,12 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
     });
     return { notice: "accountOtp.recoveryMade", values: { codes: codes.join(" ") } };
   });
-  route("/recovery/remove", async (run) => {
-    await run((c, tx, instanceId, user) => c.removeRecoveryCodes(tx, instanceId, user));
-    return { notice: "accountOtp.recoveryRemoved" };
-  });
+  route(
+    "/recovery/remove",
+    async (run) => {
+      await run((c, tx, instanceId, user) => c.removeRecoveryCodes(tx, instanceId, user));
+      return { notice: "accountOtp.recoveryRemoved" };
+    },
+    { removes: () => "recovery_codes" },
+  );
 }

@@ -1,19 +1,20 @@
 /**
  * GET, POST /ui/login/idp/link?intent=…: links the provider's identity to a local account once the person
  * proved its password: the account auto linking proposes, else (`is_manual_linking_allowed`) the one whose
- * login name the person types. Rate-limited like the password page.
+ * login name the person types. Rate-limited like the password page. The password is the first factor: the
+ * link is stored only once the sign-in passed every factor the login policy requires of the user (its
+ * second factor), when it completes (./pending-links.ts); a sign-in that stops before stores no link.
  */
 import type { FastifyInstance } from "fastify";
 import { findUser } from "../../../domain/session/commands.ts";
-import { foldUser } from "../../../domain/user/commands.ts";
-import { USER } from "../../../domain/user/events.ts";
-import { addIdpLinkEvents } from "../../../domain/user/idp-links.ts";
-import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "../../../errors.ts";
-import { autoUpdate, type LinkedUser, proposal } from "../../idp/accounts.ts";
+import { NotFoundError } from "../../../errors.ts";
+import { type LinkedUser, proposal } from "../../idp/accounts.ts";
 import { checkPasswordForSignIn } from "../../password.ts";
 import { initials, sendPage } from "../../render.ts";
+import { continueWithSession } from "../complete.ts";
 import { type Body, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import { failPage, intentOf, intentUrl } from "./kit.ts";
+import { linkable } from "./pending-links.ts";
 
 /** Its template, ../../templates/idp-link.eta, and the `ui_state.page` of its errors. */
 const PAGE = "idp-link";
@@ -21,7 +22,7 @@ const TEMPLATE = "steps/idp/link";
 
 export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
   const { login } = kit;
-  const { db, eventStore } = login.deps;
+  const { db } = login.deps;
   ui.get<{ Querystring: Query }>("/login/idp/link", async (request, reply) => {
     const agent = login.userAgent(request, reply);
     const found = await intentOf(kit, request, reply, agent, request.query);
@@ -105,27 +106,11 @@ export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
       userAgentHash: agent.hash,
     });
     if (!user || !sessionId) return fail("error.invalidCredentials");
-    const actor = { instanceId, creator: user.id };
-    const external = intent.external!;
-    try {
-      await eventStore.push(actor, async (tx) => {
-        const current = foldUser(await tx.load(USER, user.id));
-        if (!current) throw new NotFoundError("user not found");
-        return addIdpLinkEvents(current, {
-          idp_id: idp.id,
-          external_user_id: external.id,
-          external_username: external.username,
-        });
-      });
-    } catch (error) {
-      if (error instanceof AlreadyExistsError || error instanceof FailedPreconditionError)
-        return fail("idp.alreadyLinked");
-      throw error;
-    }
-    if (idp.options.isAutoUpdate) await autoUpdate(eventStore, instanceId, user.id, external);
-    await kit.idps.intents.finish(intent);
-    await login.authRequests.attachSession(authRequest, sessionId);
+    if (!(await linkable(db, intent, user.id))) return fail("idp.alreadyLinked");
+    // the password is the first factor only: the link waits for what else the policy requires of the user
+    // (its second factor), and is stored when the sign-in completes (./pending-links.ts)
+    await kit.idps.intents.holdLink(intent, user.id, sessionId);
     await login.authRequests.setUiState(authRequest, {});
-    return reply.redirect(stepUrl("complete", authRequest.id), 303);
+    return continueWithSession(kit, request, reply, authRequest, sessionId);
   });
 }

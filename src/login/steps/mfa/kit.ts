@@ -9,7 +9,6 @@
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { renderSVG } from "uqr";
-import { secondFactorTimes } from "../../../domain/session/amr.ts";
 import {
   type ChallengeMaker,
   checkSession,
@@ -29,7 +28,6 @@ import {
   NotFoundError,
   ResourceExhaustedError,
 } from "../../../errors.ts";
-import { userFactors } from "../../../query/user-factors.ts";
 import { UserFactorCommands } from "../../../services/users/factor-commands.ts";
 import type { AuthRequest } from "../../auth-requests.ts";
 import type { Login } from "../../login.ts";
@@ -98,20 +96,6 @@ async function withSession(
     return undefined;
   }
   return { agent, authRequest, session, instanceId: kit.login.instanceId(request) };
-}
-
-/**
- * Whether the session may enrol or change second factors: the session passed one, or the user has none
- * that is older than the session (the first one, or only ones this session added). So a password alone
- * never takes away or adds to a second factor the account had when the session signed in.
- */
-export async function mayEnrol(login: Login, instanceId: string, session: LoginSession): Promise<boolean> {
-  if (secondFactorTimes(session.checks).length > 0) return true;
-  const rows = await userFactors(login.deps.db, instanceId, session.userId, {
-    active: true,
-    types: ["totp", "otp_email", "otp_sms", "passkey", "u2f"],
-  });
-  return rows.every((row) => row.createdAt.getTime() > session.createdAt.getTime());
 }
 
 /**

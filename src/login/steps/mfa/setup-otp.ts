@@ -2,7 +2,7 @@
  * GET, POST /ui/login/mfa/setup/otp-email and /ui/login/mfa/setup/otp-sms: enabling codes by e-mail or SMS
  * during a sign-in (linked from the second-factor setup page). The page names the verified address or
  * number; enabling goes on to the code page (./otp.ts), whose code then counts as the session's check.
- * Only a user without a second factor, or a session that passed one, may enrol (`mayEnrol`).
+ * Only a user without a second factor, or a session that passed one, may enrol (`maySignInChange`, ../../sign-in-changes.ts).
  */
 import type { FastifyInstance } from "fastify";
 import { foldUser } from "../../../domain/user/commands.ts";
@@ -11,8 +11,9 @@ import { type OtpChannel, readContact } from "../../../domain/user/factors/otp.t
 import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "../../../errors.ts";
 import { UserFactorCommands } from "../../../services/users/factor-commands.ts";
 import { sendPage } from "../../render.ts";
+import { maySignInChange } from "../../sign-in-changes.ts";
 import { accountView, errorOn, type Query, type StepKit, stepUrl } from "../kit.ts";
-import { masterKeyOf, mayEnrol, mfaPage, mfaPost, mfaUrl, retry } from "./kit.ts";
+import { masterKeyOf, mfaPage, mfaPost, mfaUrl, retry } from "./kit.ts";
 
 const TEMPLATE = "steps/mfa/setup-otp";
 
@@ -25,7 +26,7 @@ function setupOtpStep(type: OtpChannel, path: "otp-email" | "otp-sms") {
       const mfa = await mfaPage(kit, request, reply, request.query.authRequest);
       if (!mfa) return reply;
       const { agent, authRequest, session, instanceId } = mfa;
-      if (!(await mayEnrol(login, instanceId, session)))
+      if (!(await maySignInChange(login, instanceId, session)))
         return reply.redirect(stepUrl("mfa", authRequest.id), 302);
       const contact = await readContact(login.deps.db, instanceId, session.userId);
       const target = email ? contact.emailVerified && contact.email : contact.phoneVerified && contact.phone;
@@ -50,7 +51,7 @@ function setupOtpStep(type: OtpChannel, path: "otp-email" | "otp-sms") {
       const { authRequest, session, instanceId } = mfa;
       const tooMany = await kit.limitPerIp(request, reply, authRequest);
       if (tooMany) return tooMany;
-      if (!(await mayEnrol(login, instanceId, session)))
+      if (!(await maySignInChange(login, instanceId, session)))
         return reply.redirect(stepUrl("mfa", authRequest.id), 303);
       const factors = new UserFactorCommands({ masterKey: masterKeyOf(login) });
       try {

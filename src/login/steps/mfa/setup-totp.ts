@@ -2,17 +2,17 @@
  * GET, POST /ui/login/mfa/setup/totp: enrolling an authenticator app during a sign-in (linked from the
  * second-factor setup page). The page shows the QR code (inline SVG) and the secret of a pending
  * registration; a right code activates it and counts as the session's TOTP check, then on to completion.
- * Only a user without a second factor, or a session that passed one, may enrol (`mayEnrol`).
+ * Only a user without a second factor, or a session that passed one, may enrol (`maySignInChange`, ../../sign-in-changes.ts).
  */
 import type { FastifyInstance } from "fastify";
 import { totpEnrolmentCheck } from "../../../domain/user/factors/totp.ts";
 import { sendPage } from "../../render.ts";
+import { maySignInChange } from "../../sign-in-changes.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import {
   checkOnSession,
   groupedSecret,
   masterKeyOf,
-  mayEnrol,
   mfaCodeField,
   mfaPage,
   mfaPost,
@@ -31,7 +31,7 @@ export function mfaSetupTotpStep(ui: FastifyInstance, kit: StepKit): void {
     const mfa = await mfaPage(kit, request, reply, request.query.authRequest);
     if (!mfa) return reply;
     const { agent, authRequest, session, instanceId } = mfa;
-    if (!(await mayEnrol(login, instanceId, session)))
+    if (!(await maySignInChange(login, instanceId, session)))
       return reply.redirect(stepUrl("mfa", authRequest.id), 302);
     const enrolment = await totpEnrolment(login, instanceId, session.userId);
     // set up already: check it instead
@@ -55,7 +55,7 @@ export function mfaSetupTotpStep(ui: FastifyInstance, kit: StepKit): void {
     const { authRequest, session, instanceId } = mfa;
     const tooMany = await kit.limitPassword(request, reply, authRequest, session.loginName);
     if (tooMany) return tooMany;
-    if (!(await mayEnrol(login, instanceId, session)))
+    if (!(await maySignInChange(login, instanceId, session)))
       return reply.redirect(stepUrl("mfa", authRequest.id), 303);
     const code = field(request.body as Body, "code");
     if (!code) return retry(kit, reply, authRequest, PAGE, "mfaOtp.codeRequired");

@@ -2,16 +2,16 @@
  * GET, POST /ui/login/mfa/setup/u2f: registers a security key for the session's user during the sign-in
  * (the enrolment page links here, and ./webauthn.ts for a user without a key), then goes on to complete.
  * As for the authenticator app, only a user without a second factor, or a session that passed one, may
- * enrol (`mayEnrol`): else a password alone could register a key of its own and pass the second-factor
+ * enrol (`maySignInChange`, ../../sign-in-changes.ts): else a password alone could register a key of its own and pass the second-factor
  * step with it. The registration answered a fresh challenge with the new key, so it counts as the
  * session's `webauthn` check (presence only: `hwk`).
  */
 import type { FastifyInstance } from "fastify";
 import { checkSession, type FactorCheck, sessionEvent } from "../../../domain/session/commands.ts";
 import { SessionEvent, type SessionWebAuthnCheckedPayload } from "../../../domain/session/events.ts";
+import { maySignInChange } from "../../sign-in-changes.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import { finishRegistration, sendRegistrationPage } from "../passkey/register.ts";
-import { mayEnrol } from "./kit.ts";
 import { webAuthnSignIn } from "./webauthn.ts";
 
 const SETUP_PAGE = "mfa/setup/u2f";
@@ -25,7 +25,7 @@ export function mfaSetupU2fStep(ui: FastifyInstance, kit: StepKit): void {
     const found = await webAuthnSignIn(kit, request, reply, agent, request.query.authRequest);
     if (!found) return reply;
     const { authRequest, session } = found;
-    if (!(await mayEnrol(login, authRequest.instanceId, session)))
+    if (!(await maySignInChange(login, authRequest.instanceId, session)))
       return reply.redirect(stepUrl("mfa", authRequest.id), 302);
     const context = await kit.pageFor(request, agent, authRequest, session.orgId);
     return sendRegistrationPage(kit, request, reply, context, {
@@ -53,7 +53,7 @@ export function mfaSetupU2fStep(ui: FastifyInstance, kit: StepKit): void {
     const { authRequest, session } = found;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
     if (tooMany) return tooMany;
-    if (!(await mayEnrol(login, authRequest.instanceId, session)))
+    if (!(await maySignInChange(login, authRequest.instanceId, session)))
       return reply.redirect(stepUrl("mfa", authRequest.id), 303);
     const outcome = await finishRegistration(kit, request, session.userId, request.body as Body);
     if (outcome.error) {
