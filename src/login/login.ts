@@ -310,6 +310,11 @@ export class Login {
     return this.pages.pageContext(request, options);
   }
 
+  /** The languages the instance allows (the account page's choice of a preferred language). */
+  allowedLanguages(request: FastifyRequest): Promise<readonly string[]> {
+    return this.pages.allowedLanguages(request);
+  }
+
   /**
    * Sends a completer's answer: a redirect (303 after a POST, else 302) or the form_post page in the
    * request's language. For the protocol side's own answers too (e.g. errors in form_post mode).

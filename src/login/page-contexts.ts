@@ -64,6 +64,17 @@ export class PageContexts {
    * translator with the texts of the auth request's organization, else of `userOrgId` (the user the page
    * is for, once known), else the instance's.
    */
+  /** The languages the instance (or `orgId`) allows. */
+  async allowedLanguages(request: FastifyRequest, orgId?: string): Promise<readonly string[]> {
+    const instanceId = this.login.instanceId(request);
+    const choice = await languageSettings(
+      (category, context) => this.settings.layers(category, context),
+      instanceId,
+      orgId,
+    );
+    return choice.allowed;
+  }
+
   private async languageOf(
     request: FastifyRequest,
     authRequest?: AuthRequest,
@@ -125,6 +136,7 @@ export class PageContexts {
       formTargets: authRequest?.clientId ? [authRequest.redirectUri] : [],
       csrf: options.csrf,
       authRequestId: authRequest?.id,
+      allowedLanguages: language.choice.allowed,
       languages: languageLinks(
         language.choice.allowed,
         language.translator.lang,

@@ -89,6 +89,8 @@ export interface PageContext {
   authRequestId?: string;
   /** The language picker's links (./language-picker.ts); none: no picker. */
   languages?: LanguageLink[];
+  /** The languages the instance (or the sign-in's organization) allows, for every choice of a language. */
+  allowedLanguages?: readonly string[];
   /** The organization's (or instance's) colours, logo, icon and what they hide (./branding.ts). */
   branding?: PageBranding;
 }

@@ -178,7 +178,11 @@ async function sendAccountPage(
     profile: {
       ...profile,
       fields: profileFields(t, user, profile),
-      languages: supportedLanguages.map((lang) => ({ value: lang, label: t(`language.${lang}`) })),
+      // only what the instance allows (its restricted languages), as everywhere a language is chosen
+      languages: (context.allowedLanguages ?? supportedLanguages).map((lang) => ({
+        value: lang,
+        label: t(`language.${lang}`),
+      })),
     },
     // without a schema, no section; a post's error still shows (the schema was taken away meanwhile)
     data: customFields

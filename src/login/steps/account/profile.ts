@@ -12,7 +12,6 @@
 import { create } from "@bufbuild/protobuf";
 import type { FastifyInstance } from "fastify";
 import { rejectNul, validate } from "../../../api/validate.ts";
-import { supportedLanguages } from "../../../domain/settings/languages.ts";
 import { changeUserEvents, foldUser, requireHuman } from "../../../domain/user/commands.ts";
 import { USER } from "../../../domain/user/events.ts";
 import { type ProfilePatch, profileChange } from "../../../domain/user/profile.ts";
@@ -36,12 +35,17 @@ const TEXT_FIELDS = [
 
 type ProfileValues = Record<(typeof TEXT_FIELDS)[number]["name"] | "preferredLanguage", string>;
 
-/** The error key of one value under PatchUser's rules (and the form's: required names, a known language). */
-function problemOf(name: keyof ProfileValues, value: string): string | undefined {
+/**
+ * The error key of one value under PatchUser's rules (and the form's: required names, a language the
+ * instance allows).
+ */
+function problemOf(
+  name: keyof ProfileValues,
+  value: string,
+  allowedLanguages: readonly string[],
+): string | undefined {
   if (name === "preferredLanguage")
-    return value === "" || (supportedLanguages as readonly string[]).includes(value)
-      ? undefined
-      : "field.invalid";
+    return value === "" || allowedLanguages.includes(value) ? undefined : "field.invalid";
   const required = TEXT_FIELDS.find((f) => f.name === name)?.required;
   if (required && value === "") return "field.required";
   const patch = create(PatchHumanProfileSchema, { [name]: value });
@@ -107,8 +111,9 @@ export function accountProfileStep(ui: FastifyInstance, kit: StepKit): void {
       ]),
     ) as ProfileValues;
     const fieldErrors: Record<string, string> = {};
+    const allowedLanguages = await kit.login.allowedLanguages(request);
     for (const [name, value] of Object.entries(values)) {
-      const problem = problemOf(name as keyof ProfileValues, value);
+      const problem = problemOf(name as keyof ProfileValues, value, allowedLanguages);
       if (problem) fieldErrors[name] = problem;
     }
     if (Object.keys(fieldErrors).length)
