@@ -8,6 +8,8 @@ export type Caller =
       orgId: string;
       /** How the caller authenticated. */
       via: "pat" | "access_token";
+      /** The browser session the access token was issued from, if any (a password change keeps it). */
+      sessionId?: string;
     }
   | {
       /** A system API user (PLATFORM_SYSTEM_API_USERS): the IAM_OWNER permissions in every context. */

@@ -101,6 +101,13 @@ export function accessTokenVerifier(ctx: OidcContext, eventStore: EventStore): T
         "the access token's audience does not include the management project (scope urn:platform:iam:org:project:id:platform:aud)",
       );
     }
-    return { kind: "user", userId: token.subject, instanceId, orgId: token.user!.orgId, via: "access_token" };
+    return {
+      kind: "user",
+      userId: token.subject,
+      instanceId,
+      orgId: token.user!.orgId,
+      via: "access_token",
+      ...(token.sessionId ? { sessionId: token.sessionId } : {}),
+    };
   };
 }
