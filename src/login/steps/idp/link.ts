@@ -12,6 +12,7 @@ import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "../.
 import { autoUpdate, type LinkedUser, proposal } from "../../idp/accounts.ts";
 import { checkPasswordForSignIn } from "../../password.ts";
 import { initials, sendPage } from "../../render.ts";
+import { newUserAgent } from "../../user-agent.ts";
 import { type Body, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import { failPage, intentOf, intentUrl } from "./kit.ts";
 
@@ -97,14 +98,17 @@ export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
     const existing = user
       ? (await kit.sessionsFor(request, authRequest)).find((s) => s.userId === user.id)
       : undefined;
+    const fresh = newUserAgent();
     const sessionId = await checkPasswordForSignIn(login, {
       instanceId,
       user,
       password,
       sessionId: existing?.id,
-      userAgentHash: agent.hash,
+      userAgentHash: fresh.hash,
     });
     if (!user || !sessionId) return fail("error.invalidCredentials");
+    // signed in: the browser gets a new cookie (no session fixation)
+    await login.adoptUserAgent(request, reply, fresh, authRequest);
     const actor = { instanceId, creator: user.id };
     const external = intent.external!;
     try {
