@@ -91,7 +91,6 @@ export async function signIn(
   kit: StepKit,
   request: FastifyRequest,
   reply: FastifyReply,
-  agent: UserAgent,
   authRequest: AuthRequest,
   intent: IdpIntent,
   user: LinkedUser,
