@@ -263,8 +263,12 @@ describe("account page in Chromium", () => {
       "currentPassword-error",
     );
     assert.deepEqual(await axe(page, "password error"), []);
+    assert.equal(await page.getByLabel("Stay signed in on this browser").isChecked(), true);
     await change(PASSWORD, "Renewed-Passw0rd!");
-    assert.equal(await page.locator(".notice").textContent(), "Your password was changed.");
+    assert.equal(
+      await page.locator(".notice").textContent(),
+      "Your password was changed. You were signed out on every other browser and device.",
+    );
     await context.close();
 
     // the new password signs in

@@ -148,10 +148,14 @@ describe("account page over HTTP", () => {
       currentPassword: PASSWORD,
       newPassword: "Renewed-Passw0rd!",
       newPasswordConfirm: "Renewed-Passw0rd!",
+      keepSession: "true",
     });
-    assert.equal(notice(changed.text), "Your password was changed.");
+    assert.equal(
+      notice(changed.text),
+      "Your password was changed. You were signed out on every other browser and device.",
+    );
     assert.deepEqual(await creators(id, "user.password.changed"), [id]);
-    // this browser stays signed in (as after SetPassword), and the new password signs in elsewhere
+    // this browser stays signed in ("Stay signed in on this browser"), and the new password signs in elsewhere
     assert.match((await browser.get("/")).text, /Your account/);
     await signedIn("petra", "Renewed-Passw0rd!");
   });
