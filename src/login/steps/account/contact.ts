@@ -129,6 +129,15 @@ async function changeAddress(
   return result;
 }
 
+/** The user's address of `channel` as the users read model has it ("" for none). */
+async function currentAddress(login: Login, instanceId: string, userId: string, channel: ContactChannel) {
+  const rows = await login.deps.db.query<{ email: string | null; phone: string | null }>(
+    "SELECT email, phone FROM users WHERE instance_id = $1 AND id = $2",
+    [instanceId, userId],
+  );
+  return rows[0]?.[channel] ?? "";
+}
+
 /** The outcome of a new code, for the page: a notice, or an error saying why no code went out. */
 function codeOutcome(channel: ContactChannel, code: CodeOutcome | undefined): Partial<AccountOutcome> {
   if (code === "off") return { error: CHANNELS[channel].unavailable };
@@ -230,6 +239,10 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
           fieldErrors: { [spec.field]: problem },
           values: { [spec.field]: value },
         });
+      const instanceId = kit.login.instanceId(request);
+      // the address it is already: nothing to confirm, nothing changes
+      if (value === (await currentAddress(kit.login, instanceId, account.userId, channel)))
+        return redirectWithOutcome(kit, request, reply, { ...outcome, notice: "account.contactUnchanged" });
       const unconfirmed = await confirmChange(kit.login, request, {
         agent,
         account,
@@ -244,7 +257,6 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
             : { error: unconfirmed.key }),
           values: { [spec.field]: value },
         });
-      const instanceId = kit.login.instanceId(request);
       const result = await changeAddress(kit.login, instanceId, account.userId, channel, value);
       if (!result.changed)
         return redirectWithOutcome(kit, request, reply, { ...outcome, notice: "account.contactUnchanged" });
