@@ -206,17 +206,17 @@ describe("account page: changing the e-mail address or phone number needs proof"
     const sent = await browser.submit(resetPage, "/ui/login/password-reset", { loginName: "tara" });
     const unknown = await browser.submit(resetPage, "/ui/login/password-reset", { loginName: "nobody" });
     assert.match(sent.text, /If an account exists for tara/);
-    assert.equal(
-      sent.text.replace(/tara/g, "x").replace(/name="csrf" value="[^"]*"/, ""),
-      unknown.text.replace(/nobody/g, "x").replace(/name="csrf" value="[^"]*"/, ""),
-    );
+    const neutral = (html: string, name: string) =>
+      html.replaceAll(name, "x").replace(/authRequest(=|%3D)[\w-]+/g, "authRequest=…");
+    assert.equal(neutral(sent.text, "tara"), neutral(unknown.text, "nobody"));
     await settle();
-    assert.equal(mailsTo("tara@new.example", /reset|password/i).length, 0);
+    assert.equal(mailsTo("tara@new.example", /password/i).length, 0);
 
     // once verified, the reset goes there
-    const code = await rest("POST", `${USERS}/${id}/email/_send_code`, { json: { return_code: true } });
+    const verifyMail = await waitForMail("tara@new.example", /confirm/i);
+    const code = /[?&]code=([A-Z2-9]{8})/.exec(verifyMail.mail.text ?? "")?.[1];
     const verified = await rest("POST", `${USERS}/${id}/email/_verify`, {
-      json: { verification_code: code.json.verification_code },
+      json: { verification_code: code },
     });
     assert.equal(verified.status, 200, verified.text);
     const reset = await rest("POST", `${USERS}/${id}/password/_request_reset`, { json: {} });

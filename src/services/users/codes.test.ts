@@ -237,11 +237,11 @@ describe("users: verification codes", () => {
     });
     assert.equal(verified.status, 200, verified.text);
     assert.equal((await user(id)).human.email.is_verified, true);
-    const after = (await messagesOf(id)).slice(before) as { type: string; recipient: string }[];
-    assert.deepEqual(
-      after.map((m) => [m.type, m.recipient]),
-      [["EMAIL_CHANGED", "moved@example.com"]],
-      "no code for a verified address; the previous address is told",
+    const after = (await messagesOf(id)) as { type: string; recipient: string }[];
+    assert.equal(after.length, before + 1, "no code for a verified address, only the notice");
+    assert.ok(
+      after.some((m) => m.type === "EMAIL_CHANGED" && m.recipient === "moved@example.com"),
+      "the previous address is told",
     );
   });
 
