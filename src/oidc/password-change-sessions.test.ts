@@ -162,6 +162,34 @@ describe("a password change ends the user's other sessions and their tokens", ()
     await assertAlive(here, "the session of the caller's token");
   });
 
+  it("the required change at sign-in ends the user's other sessions; the sign-in goes on", async () => {
+    const userId = await addHuman(platform, "emil", PASSWORD);
+    const elsewhere = await signIn("emil");
+    const required = await rest("POST", `/resources/v3alpha/users/${userId}/_set_password`, {
+      json: { password: NEW_PASSWORD, change_required: true },
+    });
+    assert.equal(required.status, 200, required.text);
+    await assertEnded(elsewhere, "the administrator's password");
+    // a browser stopped at "choose a new password" (its session exists), and another that changes it
+    const waiting = new HttpBrowser(platform.url);
+    const stopped = await signInThroughUi(waiting, "/ui/login/loginname", "emil", NEW_PASSWORD);
+    assert.match(stopped.text, /action="\/ui\/login\/password-change"/);
+    const sessions = () =>
+      platform.db.query<{ id: string }>("SELECT id FROM sessions WHERE user_id = $1", [userId]);
+    const [waitingSession] = await sessions();
+    const changer = new HttpBrowser(platform.url);
+    const page = await signInThroughUi(changer, "/ui/login/loginname", "emil", NEW_PASSWORD);
+    const done = await changer.submit(page, "/ui/login/password-change", {
+      password: PASSWORD,
+      passwordConfirm: PASSWORD,
+    });
+    assert.match(done.text, /Your account/, done.text.slice(0, 300));
+    const left = await sessions();
+    assert.equal(left.length, 1, "only the changer's session");
+    assert.notEqual(left[0].id, waitingSession.id);
+    assert.equal((await waiting.get("/")).status, 302, "the other browser is signed out");
+  });
+
   it("_set_password by an administrator, or with a reset code, ends every session of the user", async () => {
     const userId = await addHuman(platform, "dora", PASSWORD);
     const first = await signIn("dora");
