@@ -181,7 +181,18 @@ describe("account page in Chromium", () => {
     );
     const failures = await axe(page, "e-mail error");
 
+    // the change needs the current password
     await address.fill("odile@new.example");
+    await page.getByRole("button", { name: "Change e-mail address" }).click();
+    await page.locator("#emailPassword-error").waitFor();
+    assert.equal(await page.locator("#emailPassword-error").textContent(), "This field is required.");
+    assert.equal(
+      await page.locator("#emailPassword").getAttribute("aria-describedby"),
+      "emailPassword-error emailPassword-help",
+    );
+    failures.push(...(await axe(page, "e-mail change without the password")));
+    assert.equal((await userOf(id)).human.email.address, "odile@example.com");
+    await page.locator("#emailPassword").fill(PASSWORD);
     await page.getByRole("button", { name: "Change e-mail address" }).click();
     await page.locator("#email-title ~ .notice").waitFor();
     assert.match((await page.locator(".notice").textContent()) ?? "", /We sent a code to the new address/);
@@ -197,6 +208,15 @@ describe("account page in Chromium", () => {
     }
     const code = /[?&]code=([A-Z2-9]{8})/.exec(mail?.mail.text ?? "")?.[1];
     assert.ok(code, "a code mailed to the new address");
+    let notice: (typeof smtp.received)[number] | undefined;
+    for (let i = 0; i < 400 && !notice; i++) {
+      notice = smtp.received.find(
+        (m) =>
+          m.envelope.to.includes("odile@example.com") && /address .* was changed/.test(m.mail.subject ?? ""),
+      );
+      if (!notice) await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.ok(notice, "the previous address is told of the change");
 
     const codeField = page.getByLabel("Code", { exact: true });
     await codeField.fill("WRONG234");
@@ -222,6 +242,7 @@ describe("account page in Chromium", () => {
 
     // a phone number without an SMS provider: saved, and the page says no code could be sent
     await page.getByLabel("Phone number (optional)").fill("+41 79 555 12 34");
+    await page.locator("#phonePassword").fill(PASSWORD);
     await page.getByRole("button", { name: "Save phone number" }).click();
     await page.locator("#phone-form-error").waitFor();
     assert.match(
@@ -233,6 +254,7 @@ describe("account page in Chromium", () => {
       "Current: +41 79 555 12 34 (not verified)",
     );
     failures.push(...(await axe(page, "phone unverified, with its code and remove forms")));
+    await page.locator("#phonePassword").fill(PASSWORD);
     await page.getByRole("button", { name: "Remove phone number" }).click();
     await page.locator("#phone-title ~ .notice").waitFor();
     assert.equal(await page.locator(".notice").textContent(), "Your phone number was removed.");
@@ -247,7 +269,7 @@ describe("account page in Chromium", () => {
     const { context, page } = await signedInPage("oskar");
     assert.match((await page.locator("#password-policy").textContent()) ?? "", /at least 8 characters/);
     const change = async (current: string, next: string) => {
-      await page.getByLabel("Current password").fill(current);
+      await page.locator("#currentPassword").fill(current);
       await page.getByLabel("New password", { exact: true }).fill(next);
       await page.getByLabel("Confirm new password").fill(next);
       await page.getByRole("button", { name: "Change password" }).click();
@@ -259,12 +281,16 @@ describe("account page in Chromium", () => {
       /current password is wrong/,
     );
     assert.equal(
-      await page.getByLabel("Current password").getAttribute("aria-describedby"),
+      await page.locator("#currentPassword").getAttribute("aria-describedby"),
       "currentPassword-error",
     );
     assert.deepEqual(await axe(page, "password error"), []);
+    assert.equal(await page.getByLabel("Stay signed in on this browser").isChecked(), true);
     await change(PASSWORD, "Renewed-Passw0rd!");
-    assert.equal(await page.locator(".notice").textContent(), "Your password was changed.");
+    assert.equal(
+      await page.locator(".notice").textContent(),
+      "Your password was changed. You were signed out on every other browser and device.",
+    );
     await context.close();
 
     // the new password signs in

@@ -304,7 +304,7 @@ export async function visitLoginPages(
     await page.getByRole("button", { name: "Save profile" }).click();
     await page.locator("#profile-error").waitFor();
     await visit("account-profile-errors", page);
-    await page.getByLabel("Current password").fill("Wrong-Passw0rd!");
+    await page.locator("#currentPassword").fill("Wrong-Passw0rd!");
     await page.getByLabel("New password", { exact: true }).fill("short");
     await page.getByLabel("Confirm new password").fill("short");
     await page.getByRole("button", { name: "Change password" }).click();

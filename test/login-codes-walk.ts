@@ -187,6 +187,7 @@ export async function visitCodePages(
       await heading(/Your account/, invitePage);
       // there, a new e-mail address: unverified, its code mailed, the code's form shown
       await invitePage.getByLabel("E-mail address").fill(`${names.invitedUser}@new.example`);
+      await invitePage.locator("#emailPassword").fill(NEW_PASSWORD);
       await invitePage.getByRole("button", { name: "Change e-mail address" }).click();
       await invitePage.locator("#email-title ~ .notice").waitFor();
       await mail.linkTo(`${names.invitedUser}@new.example`, "/ui/login/verify-email");

@@ -10,7 +10,8 @@ export type Caller =
       via: "pat" | "access_token";
       /**
        * The browser session the access token was issued from (its `sid`); what a user changing how its own
-       * account signs in is checked against (src/domain/session/sign-in-changes.ts).
+       * account signs in is checked against (src/domain/session/sign-in-changes.ts), and the session its
+       * own password change keeps.
        */
       sessionId?: string;
     }

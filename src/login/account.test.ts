@@ -148,10 +148,14 @@ describe("account page over HTTP", () => {
       currentPassword: PASSWORD,
       newPassword: "Renewed-Passw0rd!",
       newPasswordConfirm: "Renewed-Passw0rd!",
+      keepSession: "true",
     });
-    assert.equal(notice(changed.text), "Your password was changed.");
+    assert.equal(
+      notice(changed.text),
+      "Your password was changed. You were signed out on every other browser and device.",
+    );
     assert.deepEqual(await creators(id, "user.password.changed"), [id]);
-    // this browser stays signed in (as after SetPassword), and the new password signs in elsewhere
+    // this browser stays signed in ("Stay signed in on this browser"), and the new password signs in elsewhere
     assert.match((await browser.get("/")).text, /Your account/);
     await signedIn("petra", "Renewed-Passw0rd!");
   });
@@ -459,7 +463,10 @@ describe("account page: e-mail address and phone number", () => {
       /action="\/ui\/login\/account\/email\/verify"/,
       "a verified address has no code form",
     );
-    const changed = await browser.submit(page, "/ui/login/account/email", { email: "emma@new.example" });
+    const changed = await browser.submit(page, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "emma@new.example",
+    });
     assert.match(notice(changed.text) ?? "", /e-mail address was changed\. We sent a code/);
     assert.match(changed.text, /Current: emma@new\.example \(not verified\)/);
     assert.deepEqual(
@@ -499,22 +506,34 @@ describe("account page: e-mail address and phone number", () => {
     const id = await addHuman(platform, "eric", PASSWORD);
     const { browser, page } = await signedIn("eric");
     const before = await eventCount(platform);
-    const invalid = await browser.submit(page, "/ui/login/account/email", { email: "not an address" });
+    const invalid = await browser.submit(page, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "not an address",
+    });
     assert.equal(alertOf(invalid.text), "Please correct the marked fields.");
     assert.equal(fieldError(invalid.text, "email"), "Enter an e-mail address such as name@example.com.");
     assert.match(
       invalid.text,
       /id="email"[^>]*value="not an address"[^>]*aria-describedby="email-error email-status"/,
     );
-    const empty = await browser.submit(invalid, "/ui/login/account/email", { email: "" });
+    const empty = await browser.submit(invalid, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "",
+    });
     assert.equal(
       fieldError(empty.text, "email"),
       "This field is required.",
       "the e-mail address cannot be removed",
     );
-    const phone = await browser.submit(empty, "/ui/login/account/phone", { phone: "call me" });
+    const phone = await browser.submit(empty, "/ui/login/account/phone", {
+      phonePassword: PASSWORD,
+      phone: "call me",
+    });
     assert.equal(fieldError(phone.text, "phone"), "Enter a phone number such as +41 79 123 45 67.");
-    const same = await browser.submit(phone, "/ui/login/account/email", { email: "eric@example.com" });
+    const same = await browser.submit(phone, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "eric@example.com",
+    });
     assert.equal(notice(same.text), "This is already your address: nothing was changed.");
     assert.equal(await eventCount(platform), before, "nothing stored");
     assert.equal((await human(id)).email.is_verified, true);
@@ -525,8 +544,12 @@ describe("account page: e-mail address and phone number", () => {
     const gina = await addHuman(platform, "gina", PASSWORD);
     const fabio = await signedIn("fabio");
     const ginaIn = await signedIn("gina");
-    await fabio.browser.submit(fabio.page, "/ui/login/account/email", { email: "fabio@new.example" });
+    await fabio.browser.submit(fabio.page, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "fabio@new.example",
+    });
     let page = await ginaIn.browser.submit(ginaIn.page, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
       email: "gina@new.example",
     });
     const fabioCode = (await mailedCode("fabio@new.example")).code;
@@ -552,7 +575,10 @@ describe("account page: e-mail address and phone number", () => {
   it("more than three codes a minute: a clear message, no error page", async () => {
     const id = await addHuman(platform, "hugo", PASSWORD);
     const { browser, page } = await signedIn("hugo");
-    let shown = await browser.submit(page, "/ui/login/account/email", { email: "hugo@new.example" }); // 1
+    let shown = await browser.submit(page, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "hugo@new.example",
+    }); // 1
     shown = await browser.submit(shown, "/ui/login/account/email/code", {}); // 2
     shown = await browser.submit(shown, "/ui/login/account/email/code", {}); // 3
     assert.equal(notice(shown.text), "We sent you a new code. Earlier codes no longer work.");
@@ -561,7 +587,10 @@ describe("account page: e-mail address and phone number", () => {
     assert.equal(alertOf(limited.text), "Too many codes were requested. Please wait a minute and try again.");
     assert.equal((await countOf(id, "user.human.email.code.added")).length, 3);
     // a change beyond the limit is saved; its code waits for the next minute
-    const changed = await browser.submit(limited, "/ui/login/account/email", { email: "hugo@other.example" });
+    const changed = await browser.submit(limited, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "hugo@other.example",
+    });
     assert.equal(notice(changed.text), "Your e-mail address was changed.");
     assert.equal(alertOf(changed.text), "Too many codes were requested. Please wait a minute and try again.");
     assert.equal((await human(id)).email.address, "hugo@other.example");
@@ -572,10 +601,10 @@ describe("account page: e-mail address and phone number", () => {
     const { browser, page } = await signedIn("iris");
     const before = await eventCount(platform);
     for (const [action, fields] of [
-      ["/ui/login/account/email", { email: "iris@evil.example" }],
+      ["/ui/login/account/email", { emailPassword: PASSWORD, email: "iris@evil.example" }],
       ["/ui/login/account/email/verify", { emailCode: "ABCDEFGH" }],
       ["/ui/login/account/email/code", {}],
-      ["/ui/login/account/phone", { phone: "+41 79 000 00 00" }],
+      ["/ui/login/account/phone", { phonePassword: PASSWORD, phone: "+41 79 000 00 00" }],
     ] as const) {
       const { csrf: _csrf, ...form } = formOf(
         page.text,
@@ -593,7 +622,10 @@ describe("account page: e-mail address and phone number", () => {
   it("the e-mail's link verifies the address in the signed-in browser too, and leads back to the account", async () => {
     const id = await addHuman(platform, "jana", PASSWORD);
     const { browser, page } = await signedIn("jana");
-    await browser.submit(page, "/ui/login/account/email", { email: "jana@new.example" });
+    await browser.submit(page, "/ui/login/account/email", {
+      emailPassword: PASSWORD,
+      email: "jana@new.example",
+    });
     const link = await mailedCode("jana@new.example");
     const linkPage = await browser.get(link.path);
     assert.equal(linkPage.status, 200);
@@ -611,7 +643,10 @@ describe("account page: e-mail address and phone number", () => {
     const { browser, page } = await signedIn("karl");
     assert.match(page.text, /You have not given a phone number\./);
     assert.doesNotMatch(page.text, /Remove phone number/);
-    let shown = await browser.submit(page, "/ui/login/account/phone", { phone: "+41 79 555 01 02" });
+    let shown = await browser.submit(page, "/ui/login/account/phone", {
+      phonePassword: PASSWORD,
+      phone: "+41 79 555 01 02",
+    });
     assert.match(notice(shown.text) ?? "", /phone number was changed\. We sent a code by text message/);
     assert.match(shown.text, /Current: \+41 79 555 01 02 \(not verified\)/);
     assert.equal((await human(id)).phone.is_verified ?? false, false);
@@ -626,7 +661,7 @@ describe("account page: e-mail address and phone number", () => {
       [(await human(id)).phone.number, (await human(id)).phone.is_verified],
       ["+41 79 555 01 02", true],
     );
-    shown = await browser.submit(shown, "/ui/login/account/phone", { phone: "" });
+    shown = await browser.submit(shown, "/ui/login/account/phone", { phonePassword: PASSWORD, phone: "" });
     assert.equal(notice(shown.text), "Your phone number was removed.");
     assert.equal((await human(id)).phone, undefined);
     assert.match(shown.text, /You have not given a phone number\./);
@@ -640,7 +675,10 @@ describe("account page: e-mail address and phone number", () => {
       200,
     );
     try {
-      let shown = await browser.submit(page, "/ui/login/account/email", { email: "lena@new.example" });
+      let shown = await browser.submit(page, "/ui/login/account/email", {
+        emailPassword: PASSWORD,
+        email: "lena@new.example",
+      });
       assert.equal(notice(shown.text), "Your e-mail address was changed.");
       assert.match(alertOf(shown.text) ?? "", /could not be sent: sending e-mail is not set up/);
       shown = await browser.submit(shown, "/ui/login/account/email/code", {});

@@ -45,8 +45,10 @@ import {
   ensureUserAgent,
   isNewUserAgent,
   readUserAgent,
+  setUserAgent,
   type UserAgent,
 } from "./user-agent.ts";
+import { moveUserAgent } from "./user-agent-renewal.ts";
 
 /**
  * The account page's own sign-in as `pendingStep` sees it: no prompt, no max_age, begun before any check
@@ -133,6 +135,28 @@ export class Login {
   /** The browser's user agent, setting the `platform_ua` cookie when it has none. */
   userAgent(request: FastifyRequest, reply: FastifyReply): UserAgent {
     return ensureUserAgent(request, reply, this.deps.config.externalSecure);
+  }
+
+  /**
+   * After a sign-in on the browser of `request` (a session created or authenticated with `fresh.hash`):
+   * `fresh` becomes the browser's `platform_ua` cookie, and everything bound to its old value moves to the
+   * new one in one transaction: its sessions (`session.user_agent.changed`), its auth requests and its
+   * sign-ins at identity providers in progress (`authRequest`, held by the caller, too). So a value planted
+   * in the browser, or learned, before the sign-in names nothing afterwards (no session fixation), while
+   * the person stays signed in with every account of the browser and its sign-in goes on.
+   */
+  async adoptUserAgent(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    fresh: UserAgent,
+    authRequest?: AuthRequest,
+  ): Promise<void> {
+    const old = readUserAgent(request);
+    const instanceId = this.instanceId(request);
+    if (old && old.hash !== fresh.hash)
+      await moveUserAgent(this.deps.eventStore, instanceId, old.hash, fresh.hash);
+    if (authRequest?.userAgentHash === old?.hash) authRequest!.userAgentHash = fresh.hash;
+    setUserAgent(request, reply, fresh, this.deps.config.externalSecure);
   }
 
   /** The live sessions the browser of `request` signed in with (active human users), most recent first. */

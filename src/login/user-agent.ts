@@ -9,6 +9,9 @@
  * neither read the HttpOnly cookie nor the pages that carry the token, so it cannot forge a form post; the
  * token is not the stored hash (a leaked database gives no token) and it needs no server-side key, so
  * every process behind a load balancer accepts it.
+ *
+ * Every sign-in gives the browser a new ID (`Login.adoptUserAgent`): a value planted in the browser, or
+ * learned, before the sign-in names none of the sessions it makes (no session fixation).
  */
 import { createHmac, randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -54,6 +57,26 @@ export function isNewUserAgent(request: FastifyRequest): boolean {
   return newAgents.has(request);
 }
 
+/** A new user agent (a random 256-bit ID), not yet the browser's: `setUserAgent` gives it to the browser. */
+export function newUserAgent(): UserAgent {
+  return fromId(randomBytes(32).toString("base64url"));
+}
+
+/** Gives the browser `agent` as its cookie, for the rest of this request too. */
+export function setUserAgent(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  agent: UserAgent,
+  externalSecure: boolean,
+): void {
+  reply.setCookie(USER_AGENT_COOKIE, agent.id, {
+    ...cookieOptions(request, externalSecure),
+    maxAge: COOKIE_MAX_AGE_SECONDS,
+  });
+  request.cookies[USER_AGENT_COOKIE] = agent.id;
+  newAgents.delete(request);
+}
+
 /** The request's user agent, or a new one whose cookie the reply sets. */
 export function ensureUserAgent(
   request: FastifyRequest,
@@ -62,14 +85,10 @@ export function ensureUserAgent(
 ): UserAgent {
   const existing = readUserAgent(request);
   if (existing) return existing;
-  const agent = fromId(randomBytes(32).toString("base64url"));
-  newAgents.add(request);
-  reply.setCookie(USER_AGENT_COOKIE, agent.id, {
-    ...cookieOptions(request, externalSecure),
-    maxAge: COOKIE_MAX_AGE_SECONDS,
-  });
+  const agent = newUserAgent();
   // the same request may need it again (e.g. a page rendered after creating it)
-  request.cookies[USER_AGENT_COOKIE] = agent.id;
+  setUserAgent(request, reply, agent, externalSecure);
+  newAgents.add(request);
   return agent;
 }
 

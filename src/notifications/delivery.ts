@@ -1,9 +1,9 @@
 /**
  * Notification delivery assembled for one process (src/platform.ts): `queue` writes a message to the
- * outbox in the transaction of its event (./outbox.ts), the append hook queues PASSWORD_CHANGED with every
- * password change, and the worker (./worker.ts) sends. On PostgreSQL a `pg_notify` in the queuing
- * transaction wakes every process's worker through its LISTEN connection; this process's commits wake its
- * own worker at once.
+ * outbox in the transaction of its event (./outbox.ts), the append hooks queue PASSWORD_CHANGED with every
+ * password change and EMAIL_CHANGED (to the previous address) with every change of an e-mail address, and
+ * the worker (./worker.ts) sends. On PostgreSQL a `pg_notify` in the queuing transaction wakes every
+ * process's worker through its LISTEN connection; this process's commits wake its own worker at once.
  */
 import { type Config, externalOrigin } from "../config.ts";
 import { randomToken } from "../crypto/tokens.ts";
@@ -84,6 +84,30 @@ export function createNotificationDelivery(options: {
         type: "PASSWORD_CHANGED",
         recipient: user.email,
         language: user.preferred_language ?? undefined,
+        origin: await originOf(tx, event.instanceId),
+      });
+    }
+  });
+  // EMAIL_CHANGED tells the previous address of every change of a user's e-mail address (whoever made
+  // it): the owner's only notice when someone else moved the account to an address of theirs. Queued
+  // before the projections apply the change, while the users read model still has the previous address.
+  eventStore.onAppending(async (tx, events) => {
+    for (const event of events) {
+      if (event.type !== UserEvent.changed || event.instanceId === "") continue;
+      const next = event.payload?.email;
+      if (typeof next !== "string") continue;
+      const rows = await tx.query<{ email: string | null; preferred_language: string | null }>(
+        "SELECT email, preferred_language FROM users WHERE instance_id = $1 AND id = $2",
+        [event.instanceId, event.aggregateId],
+      );
+      const previous = rows[0]?.email;
+      if (!previous || previous === next) continue;
+      await queue(tx, {
+        instanceId: event.instanceId,
+        userId: event.aggregateId,
+        type: "EMAIL_CHANGED",
+        recipient: previous,
+        language: rows[0].preferred_language ?? undefined,
         origin: await originOf(tx, event.instanceId),
       });
     }

@@ -69,6 +69,7 @@ const MESSAGE_NAMES: Record<MessageType, string> = {
   VERIFY_PHONE: "phone number verification SMS",
   PASSWORD_RESET: "password reset e-mail",
   PASSWORD_CHANGED: "password changed e-mail",
+  EMAIL_CHANGED: "e-mail address changed e-mail (to the previous address)",
   OTP_EMAIL: "sign-in code e-mail",
   OTP_SMS: "sign-in code SMS",
 };

@@ -26,6 +26,11 @@ export const SessionEvent = {
   challengeAdded: "session.challenge.added",
   /** A wrong answer to a challenge (payload `type`): the fifth invalidates the challenge. */
   challengeCheckFailed: "session.challenge.check.failed",
+  /**
+   * The browser of a login UI session got a new `platform_ua` cookie at a sign-in (payload:
+   * `user_agent_hash`, the SHA-256 of the new value): the session now belongs to that value only.
+   */
+  userAgentChanged: "session.user_agent.changed",
   /** The session ended (DeleteSession). */
   terminated: "session.terminated",
 } as const;

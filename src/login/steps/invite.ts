@@ -16,6 +16,7 @@ import { hashPassword } from "../../crypto/password.ts";
 import { createSession, findUser } from "../../domain/session/commands.ts";
 import { LOGIN_PATHS } from "../../notifications/messages/links.ts";
 import { sendPage } from "../render.ts";
+import { newUserAgent } from "../user-agent.ts";
 import { codePasswordFields, linkOf, linkUrl, newPasswordOf, requestOfLink } from "./code-kit.ts";
 import { type Body, errorOn, type Query, type StepKit, stepUrl } from "./kit.ts";
 import { setPasswordWithCode } from "./password-reset.ts";
@@ -88,12 +89,15 @@ export function inviteStep(ui: FastifyInstance, kit: StepKit): void {
 
     // signed in with the password just set: a session of this browser, as after registration
     const user = await findUser(db, instanceId, { userId: link.userId });
+    const fresh = newUserAgent();
     const created = await createSession(
       eventStore,
       { instanceId, creator: user.id },
-      { user, password, userAgentHash: agent.hash },
+      { user, password, userAgentHash: fresh.hash },
       login.policy,
     );
+    // signed in: the browser gets a new cookie (no session fixation)
+    await login.adoptUserAgent(request, reply, fresh, authRequest);
     await login.authRequests.attachSession(authRequest, created.sessionId);
     await login.authRequests.setUiState(authRequest, {});
     return reply.redirect(stepUrl("complete", authRequest.id), 303);

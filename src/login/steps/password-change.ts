@@ -11,6 +11,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { hashPassword, verifyPassword } from "../../crypto/password.ts";
+import { endSessionsOnPasswordChange } from "../../domain/session/user-sessions.ts";
 import { foldUser, setPasswordEvents } from "../../domain/user/commands.ts";
 import { USER } from "../../domain/user/events.ts";
 import { passwordPolicyGaps, passwordRequirements } from "../../domain/user/password.ts";
@@ -143,7 +144,12 @@ export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
     await eventStore.push({ instanceId: authRequest.instanceId, creator: session.userId }, async (tx) => {
       const user = foldUser(await tx.load(USER, session.userId));
       if (!user) throw new NotFoundError("user not found");
-      return setPasswordEvents(user, passwordHash, false);
+      const events = setPasswordEvents(user, passwordHash, false);
+      // the sign-in goes on with this session; the user's others end
+      return [
+        ...events,
+        ...(await endSessionsOnPasswordChange(tx, authRequest.instanceId, events, session.id)),
+      ];
     });
     await login.authRequests.setUiState(authRequest, {});
     return reply.redirect(stepUrl("complete", authRequest.id), 303);

@@ -20,6 +20,7 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { hashPassword } from "../../crypto/password.ts";
 import { findUser } from "../../domain/session/commands.ts";
+import { endSessionsOnPasswordChange } from "../../domain/session/user-sessions.ts";
 import { foldUser } from "../../domain/user/commands.ts";
 import { type PasswordCodeReason, USER } from "../../domain/user/events.ts";
 import {
@@ -288,7 +289,8 @@ export async function setPasswordWithCode(
       if (!user) throw new NotFoundError("user not found");
       const decided = codes.setPasswordWithCode(instanceId, user, link.code, passwordHash, { reason });
       refused = decided.ok ? undefined : decided.error;
-      return decided.events;
+      // a forgotten password's new one (or the first one) ends every session of the user
+      return [...decided.events, ...(await endSessionsOnPasswordChange(tx, instanceId, decided.events))];
     });
   } catch (error) {
     if (error instanceof NotFoundError || error instanceof FailedPreconditionError)

@@ -7,6 +7,7 @@ import { type CheckedUser, findUser } from "../../domain/session/commands.ts";
 import { NotFoundError } from "../../errors.ts";
 import { checkPasswordForSignIn } from "../password.ts";
 import { initials, sendPage } from "../render.ts";
+import { newUserAgent } from "../user-agent.ts";
 import { continueWithSession } from "./complete.ts";
 import { accountView, type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
@@ -94,14 +95,17 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
       : await login.loginPolicy(instanceId, authRequest.orgId);
     if (!policy.allow_username_password) return fail("error.passwordNotAllowed");
     // one answer for every failure: wrong password, unknown name, locked, locked out, deactivated
+    const fresh = newUserAgent();
     const sessionId = await checkPasswordForSignIn(login, {
       instanceId,
       user,
       password,
       sessionId: user && (chosen ?? sessions.find((s) => s.userId === user.id))?.id,
-      userAgentHash: agent.hash,
+      userAgentHash: fresh.hash,
     });
     if (!sessionId) return fail("error.invalidCredentials");
+    // signed in: the browser gets a new cookie (no session fixation)
+    await login.adoptUserAgent(request, reply, fresh, authRequest);
     return continueWithSession(kit, request, reply, authRequest, sessionId);
   });
 }

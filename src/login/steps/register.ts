@@ -19,6 +19,7 @@ import type { AuthRequest, UiState } from "../auth-requests.ts";
 import type { Translator } from "../i18n.ts";
 import type { Login } from "../login.ts";
 import { renderFragment, sendPage } from "../render.ts";
+import { newUserAgent } from "../user-agent.ts";
 import { codesOf } from "./code-kit.ts";
 import { type Body, errorOn, field, type Query, type StepKit, stepUrl } from "./kit.ts";
 
@@ -120,12 +121,15 @@ export function registerStep(ui: FastifyInstance, kit: StepKit): void {
       if (error instanceof AlreadyExistsError) return retry({ username: "field.usernameTaken" });
       throw error;
     }
+    const fresh = newUserAgent();
     const created = await createSession(
       eventStore,
       actor,
-      { user: { id: userId, orgId }, password, userAgentHash: agent.hash },
+      { user: { id: userId, orgId }, password, userAgentHash: fresh.hash },
       login.policy,
     );
+    // signed in: the browser gets a new cookie (no session fixation)
+    await login.adoptUserAgent(request, reply, fresh, authRequest);
     await login.authRequests.attachSession(authRequest, created.sessionId);
     // the address is unverified: its code goes out as when the users API sets an unverified address
     const notice = await sendRegistrationCode(login, instanceId, userId, values.email);

@@ -7,6 +7,7 @@
  *   VERIFY_EMAIL    /ui/login/verify-email?userID=<id>&code=<code>    confirm the e-mail address
  *   PASSWORD_RESET  /ui/login/password-reset?userID=<id>&code=<code>  choose a new password
  *   PASSWORD_CHANGED /ui/login/loginname                              sign in (no code)
+ *   EMAIL_CHANGED   /ui/login/loginname                               sign in (no code)
  *
  * Flat step names with a hyphen, like the existing `password-change`. A link carries the user's ID (no
  * secret: it names whose code to check) and the one-time code, nothing else: no login name, no e-mail

@@ -100,7 +100,7 @@ describe("renderMessage", () => {
         Code: CODE,
         Expiry: "10 minutes",
         URL:
-          type === "PASSWORD_CHANGED"
+          type === "PASSWORD_CHANGED" || type === "EMAIL_CHANGED"
             ? `${ORIGIN}${LOGIN_PATHS.signIn}`
             : `${ORIGIN}${{ INIT: LOGIN_PATHS.invite, VERIFY_EMAIL: LOGIN_PATHS.verifyEmail, PASSWORD_RESET: LOGIN_PATHS.passwordReset }[type as "INIT"]}?userID=${USER_ID}&code=${CODE}`,
       };

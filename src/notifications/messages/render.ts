@@ -95,6 +95,7 @@ function linkOf(
     case "PASSWORD_RESET":
       return passwordResetUrl(origin, userId, code ?? "");
     case "PASSWORD_CHANGED":
+    case "EMAIL_CHANGED":
       return signInUrl(origin);
     default:
       return undefined;

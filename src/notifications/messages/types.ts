@@ -14,6 +14,7 @@ export const MESSAGE_TYPES = [
   "VERIFY_PHONE",
   "PASSWORD_RESET",
   "PASSWORD_CHANGED",
+  "EMAIL_CHANGED",
   "OTP_EMAIL",
   "OTP_SMS",
 ] as const;
@@ -95,6 +96,11 @@ export const MESSAGES = {
   PASSWORD_RESET: spec("EMAIL", true, true),
   /** Tells that the password changed; links to the sign-in page, carries no code. */
   PASSWORD_CHANGED: spec("EMAIL", false, true),
+  /**
+   * Tells the previous e-mail address that the account's address changed (sent there, not to the new
+   * one); links to the sign-in page, carries no code.
+   */
+  EMAIL_CHANGED: spec("EMAIL", false, true),
   /** A sign-in code (second factor) sent by e-mail. */
   OTP_EMAIL: spec("EMAIL", true, false),
   /** A sign-in code (second factor) sent by SMS. */

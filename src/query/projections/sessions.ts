@@ -120,6 +120,13 @@ export const sessionsProjection: Projection = {
     // challenges live in the session's events only (a read of them folds the session)
     [SessionEvent.challengeAdded]: version,
     [SessionEvent.challengeCheckFailed]: version,
+    // the browser's new cookie: not a check, so the session keeps its place in the account picker
+    [SessionEvent.userAgentChanged]: async (tx, e) => {
+      await tx.query(
+        "UPDATE sessions SET user_agent_hash = $3, sequence = $4 WHERE instance_id = $1 AND id = $2",
+        [e.instanceId, e.aggregateId, String(e.payload?.user_agent_hash ?? ""), e.sequence],
+      );
+    },
     [SessionEvent.terminated]: async (tx, e) => {
       await tx.query("DELETE FROM sessions WHERE instance_id = $1 AND id = $2", [
         e.instanceId,

@@ -104,7 +104,10 @@ export class UserCodes {
 
   /**
    * RequestPasswordReset / InviteUser: a password code by e-mail, a reset (PASSWORD_RESET) or an
-   * invitation (INIT, only for a user without a password).
+   * invitation (INIT, only for a user without a password). A reset is e-mailed only to a verified address
+   * (as ZITADEL and Keycloak do): an address set without proof (the account page's change, a patch) may be
+   * anyone's, and the reset would hand them the account. Answered instead (`returnCode`), the code goes to
+   * no address. An invitation goes to the unverified address it proves.
    */
   async passwordCode(
     tx: CommandTx,
@@ -117,6 +120,10 @@ export class UserCodes {
     if (!user.email) throw new FailedPreconditionError("the user has no e-mail address");
     if (reason === "invite" && user.passwordHash)
       throw new FailedPreconditionError("the user has a password: request a password reset instead");
+    if (reason === "reset" && !returnCode && !user.emailVerified)
+      throw new FailedPreconditionError(
+        "the user's e-mail address is not verified: a password reset is sent only to a verified address",
+      );
     return this.makeCode(
       tx,
       instanceId,

@@ -237,7 +237,12 @@ describe("users: verification codes", () => {
     });
     assert.equal(verified.status, 200, verified.text);
     assert.equal((await user(id)).human.email.is_verified, true);
-    assert.equal((await messagesOf(id)).length, before, "no code for a verified address");
+    const after = (await messagesOf(id)) as { type: string; recipient: string }[];
+    assert.equal(after.length, before + 1, "no code for a verified address, only the notice");
+    assert.ok(
+      after.some((m) => m.type === "EMAIL_CHANGED" && m.recipient === "moved@example.com"),
+      "the previous address is told",
+    );
   });
 
   it("a code also for an address replacing an unverified one, and for a first phone number", async () => {

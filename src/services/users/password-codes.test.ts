@@ -140,7 +140,7 @@ describe("users: password reset and invitation", () => {
           username: "italian",
           human: {
             profile: { given_name: "Ada", family_name: "Byron" },
-            email: { address: "italian@example.com" },
+            email: { address: "italian@example.com", is_verified: true },
           },
         },
       });

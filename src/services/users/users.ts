@@ -4,6 +4,7 @@ import { hashPassword, verifyPassword } from "../../crypto/password.ts";
 import { removeMembershipEvent } from "../../domain/membership/commands.ts";
 import { ContextType } from "../../domain/membership/events.ts";
 import { holdOrg, lockUserForRemoval } from "../../domain/org/locks.ts";
+import { endSessionsOnPasswordChange } from "../../domain/session/user-sessions.ts";
 import { OwnerType } from "../../domain/settings/events.ts";
 import {
   addHumanEvent,
@@ -288,17 +289,23 @@ export function usersService(deps: ServiceDeps) {
       }
       const passwordHash = await hashPassword(input.password);
       let refused: InvalidArgumentError | undefined;
-      const details = await onUser(call, req.id, (user) => {
+      const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
+      // the change ends the user's sessions; the user's own keeps the session its token came from
+      const keep = isSelf && call.caller.kind === "user" ? call.caller.sessionId : undefined;
+      const details = await onUser(call, req.id, async (user, tx) => {
         refused = undefined;
-        if (code === undefined) return setPasswordEvents(user, passwordHash, input.changeRequired);
-        // the code (RequestPasswordReset or InviteUser: either kind here) stands for the current password
-        const instanceId = call.context.type === "system" ? "" : call.context.instanceId;
-        const decided = codes.codes.setPasswordWithCode(instanceId, user, code, passwordHash, {
-          changeRequired: input.changeRequired,
-        });
-        // a wrong code: the wrong try is counted, nothing else changes
-        if (!decided.ok) refused = decided.error;
-        return decided.events;
+        let events: NewEvent[];
+        if (code === undefined) events = setPasswordEvents(user, passwordHash, input.changeRequired);
+        else {
+          // the code (RequestPasswordReset or InviteUser: either kind here) stands for the current password
+          const decided = codes.codes.setPasswordWithCode(instanceId, user, code, passwordHash, {
+            changeRequired: input.changeRequired,
+          });
+          // a wrong code: the wrong try is counted, nothing else changes
+          if (!decided.ok) refused = decided.error;
+          events = decided.events;
+        }
+        return [...events, ...(await endSessionsOnPasswordChange(tx, instanceId, events, keep))];
       });
       if (refused) throw refused;
       return { details };

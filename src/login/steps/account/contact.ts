@@ -6,7 +6,9 @@
  *   POST /ui/login/account/{email,phone}/verify   the code sent to the unverified address
  *   POST /ui/login/account/{email,phone}/code     a new code
  *
- * Each post is rate-limited per IP like the page's other forms. The rules are the users API's: a value is
+ * A change (not a code's check, nor a new code) needs the proof of ./confirm.ts: the current password, or
+ * for a user without one a recent sign-in; its posts are rate-limited like the password form (per IP and
+ * per login name), the others per IP like the page's other forms. The rules are the users API's: a value is
  * checked against PatchUser's declared field rules (`PatchHumanEmail.address`, `PatchHumanPhone.number`),
  * the change is decided by the same domain function (`changeUserEvents`: a changed address is unverified)
  * and the same code commands (`UserCodes.codesOnChange`: VERIFY_EMAIL or VERIFY_PHONE with its code when
@@ -28,6 +30,7 @@ import type { Translator } from "../../i18n.ts";
 import type { Login } from "../../login.ts";
 import { type CodeOutcome, codesOf, normalCode, sendChannelCode, verifyChannelCode } from "../code-kit.ts";
 import { field, type StepKit } from "../kit.ts";
+import { confirmChange, RECENT_SIGN_IN_SECONDS } from "./confirm.ts";
 import type { AccountUser } from "./index.ts";
 import { type AccountOutcome, accountPost, redirectWithOutcome } from "./kit.ts";
 
@@ -69,6 +72,8 @@ const CHANNELS = {
 
 /** The name of a channel's code field (one page holds both). */
 const codeFieldName = (channel: ContactChannel) => `${channel}Code`;
+/** The name of a channel's current password field (the password form has its own). */
+const passwordFieldName = (channel: ContactChannel) => `${channel}Password`;
 
 /** The error key of a new address under PatchUser's rules (and the form's: the e-mail address is required). */
 function problemOf(channel: ContactChannel, value: string): string | undefined {
@@ -124,6 +129,15 @@ async function changeAddress(
   return result;
 }
 
+/** The user's address of `channel` as the users read model has it ("" for none). */
+async function currentAddress(login: Login, instanceId: string, userId: string, channel: ContactChannel) {
+  const rows = await login.deps.db.query<{ email: string | null; phone: string | null }>(
+    "SELECT email, phone FROM users WHERE instance_id = $1 AND id = $2",
+    [instanceId, userId],
+  );
+  return rows[0]?.[channel] ?? "";
+}
+
 /** The outcome of a new code, for the page: a notice, or an error saying why no code went out. */
 function codeOutcome(channel: ContactChannel, code: CodeOutcome | undefined): Partial<AccountOutcome> {
   if (code === "off") return { error: CHANNELS[channel].unavailable };
@@ -171,11 +185,28 @@ export function contactFields(
       autofocus: codeError !== undefined,
       after: `<p class="help" id="${codeName}-help">${escapeHtml(t(spec.codeHelp))}</p>`,
     };
+    const passwordName = passwordFieldName(channel);
+    const passwordError = state.fieldErrors[passwordName];
+    const password: Record<string, unknown> = {
+      name: passwordName,
+      label: t("account.currentPassword"),
+      type: "password",
+      autocomplete: "current-password",
+      error: passwordError,
+      describedBy: [...(passwordError ? [`${passwordName}-error`] : []), `${passwordName}-help`],
+      autofocus: passwordError !== undefined && addressError === undefined,
+      after: `<p class="help" id="${passwordName}-help">${escapeHtml(t("account.contactPasswordHelp"))}</p>`,
+    };
     return {
       current,
       statusId,
       status: current ? t(verified ? "account.verified" : "account.unverified") : t("account.none"),
       address,
+      // the proof a change needs (./confirm.ts): the current password, else a recent sign-in
+      password: user.hasPassword ? password : undefined,
+      signInAgain: user.hasPassword
+        ? undefined
+        : t("account.contactSignInHelp", { minutes: RECENT_SIGN_IN_SECONDS / 60 }),
       // a code field only for an address to prove
       code: current && !verified ? code : undefined,
     };
@@ -192,10 +223,13 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
     ui.post(`/login/account/${channel}`, async (request, reply) => {
       const post = await accountPost(kit, request, reply);
       if (!post) return reply;
-      const tooMany = await kit.limitPerIp(request, reply, undefined);
+      const { agent, account, body } = post;
+      // the proof is a password check: limited as the password form is
+      const tooMany = await kit.limitPassword(request, reply, undefined, account.loginName);
       if (tooMany) return tooMany;
-      const { account, body } = post;
-      const value = field(body, spec.field).slice(0, spec.maxLength + 1);
+      // "Remove phone number" is the phone form's second button
+      const remove = channel === "phone" && field(body, "remove") === "true";
+      const value = remove ? "" : field(body, spec.field).slice(0, spec.maxLength + 1);
       const problem = problemOf(channel, value);
       const outcome = { session: account.id, form: channel } as const;
       if (problem)
@@ -206,6 +240,23 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
           values: { [spec.field]: value },
         });
       const instanceId = kit.login.instanceId(request);
+      // the address it is already: nothing to confirm, nothing changes
+      if (value === (await currentAddress(kit.login, instanceId, account.userId, channel)))
+        return redirectWithOutcome(kit, request, reply, { ...outcome, notice: "account.contactUnchanged" });
+      const unconfirmed = await confirmChange(kit.login, request, {
+        agent,
+        account,
+        password: field(body, passwordFieldName(channel), { raw: true }),
+        passwordField: passwordFieldName(channel),
+      });
+      if (unconfirmed)
+        return redirectWithOutcome(kit, request, reply, {
+          ...outcome,
+          ...("field" in unconfirmed
+            ? { error: "error.formInvalid", fieldErrors: { [unconfirmed.field]: unconfirmed.key } }
+            : { error: unconfirmed.key }),
+          values: { [spec.field]: value },
+        });
       const result = await changeAddress(kit.login, instanceId, account.userId, channel, value);
       if (!result.changed)
         return redirectWithOutcome(kit, request, reply, { ...outcome, notice: "account.contactUnchanged" });

@@ -7,15 +7,19 @@
  * message. A right one counts as a fresh password check of the session. The new password must meet the
  * password policy (the one the users API's SetPassword enforces, shown on the form) and be confirmed; it
  * is set like SetPassword with `current_password` does (`setPasswordEvents`, no change required), with the
- * user as creator. As there, the user's other sessions and tokens stay valid.
+ * user as creator. As every password change, it ends the user's other sessions and their tokens in the same
+ * transaction (src/domain/session/user-sessions.ts); this browser's session stays when "Stay signed in on
+ * this browser" is checked (the form's default), else it ends too and the browser is sent to "signed out".
  */
 import type { FastifyInstance } from "fastify";
 import { hashPassword } from "../../../crypto/password.ts";
+import { endSessionsOnPasswordChange } from "../../../domain/session/user-sessions.ts";
 import { foldUser, setPasswordEvents } from "../../../domain/user/commands.ts";
 import { USER } from "../../../domain/user/events.ts";
 import { passwordPolicyGaps, passwordRequirements } from "../../../domain/user/password.ts";
 import { NotFoundError } from "../../../errors.ts";
 import type { Translator } from "../../i18n.ts";
+import { SIGNED_OUT_URL } from "../../login.ts";
 import { checkPasswordForSignIn } from "../../password.ts";
 import { renderFragment } from "../../render.ts";
 import { field, type StepKit } from "../kit.ts";
@@ -96,11 +100,15 @@ export function accountPasswordStep(ui: FastifyInstance, kit: StepKit): void {
     if (!checked) return retry({ currentPassword: "account.currentPasswordWrong" });
 
     const passwordHash = await hashPassword(password);
+    const keep = field(body, "keepSession") === "true" ? account.id : undefined;
     await eventStore.push({ instanceId, creator: account.userId }, async (tx) => {
       const user = foldUser(await tx.load(USER, account.userId));
       if (!user) throw new NotFoundError("user not found");
-      return setPasswordEvents(user, passwordHash, false);
+      const events = setPasswordEvents(user, passwordHash, false);
+      return [...events, ...(await endSessionsOnPasswordChange(tx, instanceId, events, keep))];
     });
+    // signed out of this account here too ("signed out" names the browser's accounts that stay)
+    if (!keep) return reply.redirect(SIGNED_OUT_URL, 303);
     return redirectWithOutcome(kit, request, reply, {
       session: account.id,
       form: "password",

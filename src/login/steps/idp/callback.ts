@@ -60,7 +60,7 @@ export function idpCallbackStep(ui: FastifyInstance, kit: StepKit): void {
       if (authRequest.orgId !== undefined && linked.orgId !== authRequest.orgId)
         return failPage(kit, request, reply, 403, "idp.otherOrganization", authRequest);
       if (idp.options.isAutoUpdate) await autoUpdate(eventStore, instanceId, linked.id, external);
-      return signIn(kit, request, reply, agent, authRequest, intent, linked);
+      return signIn(kit, request, reply, authRequest, intent, linked);
     }
     const { options } = idp;
     if (await proposal(db, instanceId, idp, intent))
@@ -71,7 +71,7 @@ export function idpCallbackStep(ui: FastifyInstance, kit: StepKit): void {
       if (Object.keys(errors).length === 0) {
         try {
           const user = await createLinkedUser(login, request, authRequest, intent, idp, values);
-          return signIn(kit, request, reply, agent, authRequest, intent, user);
+          return signIn(kit, request, reply, authRequest, intent, user);
         } catch (error) {
           if (!(error instanceof AlreadyExistsError)) throw error;
           // e.g. the username is taken: the form lets the person choose another (when allowed)

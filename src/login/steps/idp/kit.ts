@@ -12,7 +12,7 @@ import type { LinkedUser } from "../../idp/accounts.ts";
 import type { IdpIntent } from "../../idp/intents.ts";
 import { IDP_CALLBACK_PATH } from "../../idp/login-idps.ts";
 import { sendPage } from "../../render.ts";
-import type { UserAgent } from "../../user-agent.ts";
+import { newUserAgent, type UserAgent } from "../../user-agent.ts";
 import { type StepKit, stepUrl } from "../kit.ts";
 import { sendRegistrationCode } from "../register.ts";
 
@@ -91,7 +91,6 @@ export async function signIn(
   kit: StepKit,
   request: FastifyRequest,
   reply: FastifyReply,
-  agent: UserAgent,
   authRequest: AuthRequest,
   intent: IdpIntent,
   user: LinkedUser,
@@ -101,6 +100,7 @@ export async function signIn(
   const instanceId = intent.instanceId;
   const actor = { instanceId, creator: user.id };
   const existing = (await kit.sessionsFor(request, authRequest)).find((s) => s.userId === user.id);
+  const fresh = newUserAgent();
   let sessionId: string;
   try {
     sessionId = existing
@@ -110,7 +110,7 @@ export async function signIn(
           await createSession(
             eventStore,
             actor,
-            { user, userAgentHash: agent.hash, idpId: intent.idpId },
+            { user, userAgentHash: fresh.hash, idpId: intent.idpId },
             login.policy,
           )
         ).sessionId;
@@ -126,6 +126,8 @@ export async function signIn(
     }
     throw error;
   }
+  // signed in: the browser gets a new cookie (no session fixation)
+  await login.adoptUserAgent(request, reply, fresh, authRequest);
   await kit.idps.intents.finish(intent);
   await login.authRequests.attachSession(authRequest, sessionId);
   let next = stepUrl("complete", authRequest.id);
@@ -138,7 +140,7 @@ export async function signIn(
   // Back from the provider: the browser came here by redirects from the provider's own form post, and
   // browsers apply that page's CSP form-action to every further redirect (to the application). A page
   // that moves on by itself (and a link for browsers that do not) starts a new navigation.
-  const context = await kit.pageFor(request, agent, authRequest);
+  const context = await kit.pageFor(request, fresh, authRequest);
   const { t } = context.translator;
   return sendPage(reply, context, "templates/message", {
     title: t("idp.continueTitle"),

@@ -11,6 +11,7 @@ import { NotFoundError } from "../../../errors.ts";
 import { type LinkedUser, proposal } from "../../idp/accounts.ts";
 import { checkPasswordForSignIn } from "../../password.ts";
 import { initials, sendPage } from "../../render.ts";
+import { newUserAgent } from "../../user-agent.ts";
 import { continueWithSession } from "../complete.ts";
 import { type Body, field, type Query, type StepKit, stepUrl } from "../kit.ts";
 import { failPage, intentOf, intentUrl } from "./kit.ts";
@@ -98,14 +99,17 @@ export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
     const existing = user
       ? (await kit.sessionsFor(request, authRequest)).find((s) => s.userId === user.id)
       : undefined;
+    const fresh = newUserAgent();
     const sessionId = await checkPasswordForSignIn(login, {
       instanceId,
       user,
       password,
       sessionId: existing?.id,
-      userAgentHash: agent.hash,
+      userAgentHash: fresh.hash,
     });
     if (!user || !sessionId) return fail("error.invalidCredentials");
+    // signed in: the browser gets a new cookie (no session fixation)
+    await login.adoptUserAgent(request, reply, fresh, authRequest);
     if (!(await linkable(db, intent, user.id))) return fail("idp.alreadyLinked");
     // the password is the first factor only: the link waits for what else the policy requires of the user
     // (its second factor), and is stored when the sign-in completes (./pending-links.ts)

@@ -97,7 +97,7 @@ export function idpRegisterStep(ui: FastifyInstance, kit: StepKit): void {
       }
       throw error;
     }
-    return signIn(kit, request, reply, agent, authRequest, intent, user);
+    return signIn(kit, request, reply, authRequest, intent, user);
   });
 }
 

@@ -20,6 +20,7 @@ import { PlatformError } from "../../../errors.ts";
 import { factorByCredentialId } from "../../../query/user-factors.ts";
 import type { AuthRequest } from "../../auth-requests.ts";
 import { sendPage } from "../../render.ts";
+import { newUserAgent } from "../../user-agent.ts";
 import { loginRelyingParty, postedCredential } from "../../webauthn.ts";
 import { continueWithSession } from "../complete.ts";
 import { type Body, errorOn, type Query, type StepKit, stepUrl } from "../kit.ts";
@@ -149,6 +150,7 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     const existing = (await kit.sessionsFor(request, authRequest)).find(
       (s) => s.userId === credential.userId,
     );
+    const fresh = newUserAgent();
     let sessionId: string;
     try {
       sessionId = existing
@@ -170,7 +172,7 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
               actor,
               {
                 user: { id: credential.userId, orgId: credential.orgId },
-                userAgentHash: agent.hash,
+                userAgentHash: fresh.hash,
                 factors: [check],
               },
               login.policy,
@@ -181,6 +183,8 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
       if (error instanceof PlatformError && error.httpStatus < 500) return fail();
       throw error;
     }
+    // signed in: the browser gets a new cookie (no session fixation)
+    await login.adoptUserAgent(request, reply, fresh, authRequest);
     return continueWithSession(kit, request, reply, authRequest, sessionId);
   });
 }

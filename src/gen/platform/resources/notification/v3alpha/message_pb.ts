@@ -35,7 +35,7 @@ export type NotificationMessage = Message<"platform.resources.notification.v3alp
 
   /**
    * What the message is for: `INIT`, `VERIFY_EMAIL`, `VERIFY_PHONE`, `PASSWORD_RESET`, `PASSWORD_CHANGED`,
-   * `OTP_EMAIL`, `OTP_SMS`.
+   * `EMAIL_CHANGED` (to the previous address), `OTP_EMAIL`, `OTP_SMS`.
    *
    * @generated from field: string type = 2;
    */
