@@ -121,6 +121,38 @@ describe("account page over HTTP", () => {
     assert.equal(alertOf(again.text), undefined);
   });
 
+  it("offers and accepts only the languages the instance allows", async () => {
+    const id = await addHuman(platform, "lucia", PASSWORD);
+    const options = (html: string) =>
+      [
+        ...(/<select[^>]*name="preferredLanguage"[^>]*>([\s\S]*?)<\/select>/.exec(html)?.[1] ?? "").matchAll(
+          /<option value="(\w*)"/g,
+        ),
+      ].map((m) => m[1]);
+    const restrict = await rest("PATCH", "/settings/v3alpha/languages", {
+      json: { restricted_languages: { languages: [{ key: "en" }, { key: "de" }, { key: "fr" }] } },
+    });
+    assert.equal(restrict.status, 200, restrict.text);
+    try {
+      const { browser, page } = await signedIn("lucia");
+      assert.deepEqual(
+        options(page.text).filter((v) => v !== ""),
+        ["en", "de", "fr"],
+      );
+      const before = await eventCount(platform);
+      const form = formOf(page.text, "/ui/login/account/profile");
+      const posted = await browser.post("/ui/login/account/profile", { ...form, preferredLanguage: "it" });
+      const shown = await browser.follow(posted.location!);
+      assert.equal(fieldError(shown.text, "preferredLanguage"), "This value is not valid.");
+      assert.equal(await eventCount(platform), before, "nothing stored");
+      assert.equal((await userOf(id)).human.profile.preferred_language ?? "", "");
+    } finally {
+      await rest("PATCH", "/settings/v3alpha/languages", {
+        json: { restricted_languages: { languages: [] } },
+      });
+    }
+  });
+
   it("changes the password with the current one; a wrong one counts toward the lockout with one message", async () => {
     const id = await addHuman(platform, "petra", PASSWORD);
     const { browser, page } = await signedIn("petra");
