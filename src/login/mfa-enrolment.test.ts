@@ -78,7 +78,11 @@ describe("login UI: enrolling a second factor during a sign-in", () => {
     // the password passed: straight on to the second factor (its page, or its registration)
     assert.equal(posted.status, 303, posted.text);
     assert.match(posted.location ?? "", /^\/ui\/login\/mfa(\/|\?)/);
-    return { browser, authRequest, form, posted };
+    // the sign-in gave the browser a new cookie, and with it a new CSRF token: the forms after it have it
+    const next = await browser.follow(posted.location!);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(next.text)?.[1];
+    if (csrf) assert.notEqual(csrf, form.csrf, "a new CSRF token after the sign-in");
+    return { browser, authRequest, form: csrf ? { ...form, csrf } : form, posted };
   }
 
   it("a password alone cannot register a security key for an account with an authenticator app", async () => {
