@@ -578,6 +578,7 @@ describe("login UI rate limits", () => {
     const browser = new HttpBrowser(platform.url);
     let page = await signIn(browser, (await createAuthRequest(platform)).id, "erin", WRONG);
     page = await browser.submit(page, "/ui/login/password", { password: WRONG });
+    const events = await eventCount(platform);
     const limited = await browser.post("/ui/login/password", {
       ...formOf(page.text, "/ui/login/password"),
       password: PASSWORD,
@@ -585,6 +586,9 @@ describe("login UI rate limits", () => {
     assert.equal(limited.status, 429);
     assert.match(limited.text, /Too many attempts/);
     assert.ok(Number(limited.headers.get("retry-after")) > 0);
+    // the refused post checks nothing, not even after its answer (a right password signed in unseen before)
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(await eventCount(platform), events, "nothing checked or stored");
 
     // another name passes the name limit, until the IP's 4 attempts are used up
     page = await signIn(browser, (await createAuthRequest(platform)).id, "someone-else", WRONG);

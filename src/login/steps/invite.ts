@@ -62,7 +62,7 @@ export function inviteStep(ui: FastifyInstance, kit: StepKit): void {
     const authRequest = await kit.requestOfForm(request, reply, agent);
     if (!authRequest) return reply;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const body = request.body as Body;
     const link = linkOf(body);
     const { password, errors } = newPasswordOf(body, config.passwordMinLength);

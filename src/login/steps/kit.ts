@@ -239,7 +239,7 @@ export class StepKit {
     request: FastifyRequest,
     reply: FastifyReply,
     authRequest: AuthRequest | undefined,
-  ): Promise<FastifyReply | undefined> {
+  ): Promise<boolean> {
     return this.limited(this.limits.perIp, request, reply, authRequest);
   }
 
@@ -248,36 +248,40 @@ export class StepKit {
     request: FastifyRequest,
     reply: FastifyReply,
     authRequest: AuthRequest | undefined,
-  ): Promise<FastifyReply | undefined> {
+  ): Promise<boolean> {
     return this.limited(this.limits.codesPerIp, request, reply, authRequest);
   }
 
-  /** The 429 page when a password post is one too many (per IP, then per login name); else undefined. */
+  /** The 429 page when a password post is one too many (per IP, then per login name): then true. */
   async limitPassword(
     request: FastifyRequest,
     reply: FastifyReply,
     authRequest: AuthRequest | undefined,
     loginName: string,
-  ): Promise<FastifyReply | undefined> {
-    const tooMany = await this.limited(this.limits.perIp, request, reply, authRequest);
-    if (tooMany) return tooMany;
+  ): Promise<boolean> {
+    if (await this.limited(this.limits.perIp, request, reply, authRequest)) return true;
     this.limits.keys.set(request, usernameKey(loginName));
     return this.limited(this.limits.perName, request, reply, authRequest);
   }
 
-  /** Answers the 429 page when `limiter` says the request is one too many; undefined otherwise. */
+  /**
+   * Answers the 429 page when `limiter` says the request is one too many: then true, and the caller must
+   * stop (return `reply`). A boolean, not the reply: a Fastify reply is a thenable that resolves, once
+   * sent, to undefined, so an `await` of a reply reads as "not limited" and the request went on, checking
+   * the password it had just refused.
+   */
   private async limited(
     limiter: Limiter | undefined,
     request: FastifyRequest,
     reply: FastifyReply,
     authRequest?: AuthRequest,
-  ): Promise<FastifyReply | undefined> {
-    if (!limiter) return undefined;
+  ): Promise<boolean> {
+    if (!limiter) return false;
     const limit = await limiter(request);
-    if (limit.isAllowed || !limit.isExceeded) return undefined;
+    if (limit.isAllowed || !limit.isExceeded) return false;
     const seconds = Math.max(1, limit.ttlInSeconds);
     reply.header("retry-after", String(seconds));
-    return this.sendMessage(request, reply, {
+    await this.sendMessage(request, reply, {
       status: 429,
       title: "error.tooManyAttemptsTitle",
       message: "error.tooManyAttempts",
@@ -287,5 +291,6 @@ export class StepKit {
         ? { url: stepUrl("password", authRequest.id), text: "error.back" }
         : { url: "/", text: "error.toAccount" },
     });
+    return true;
   }
 }

@@ -112,7 +112,7 @@ export function passwordChangeStep(ui: FastifyInstance, kit: StepKit): void {
     const session = await sessionToChange(request, reply, authRequest, 303);
     if (!session) return reply;
     const tooMany = await kit.limitPassword(request, reply, authRequest, session.loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
 
     const password = field(body, "password", { raw: true });
     const confirm = field(body, "passwordConfirm", { raw: true });

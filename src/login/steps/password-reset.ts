@@ -136,7 +136,7 @@ export function passwordResetStep(ui: FastifyInstance, kit: StepKit): void {
     }
     // counted per IP and per name whether the name exists or not
     const tooMany = await kit.limitPassword(request, reply, authRequest, loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
 
     const codes = codesOf(login);
     const canSend = await codes.providerActive(db, instanceId, "password");
@@ -183,7 +183,7 @@ export function passwordResetStep(ui: FastifyInstance, kit: StepKit): void {
     const authRequest = await kit.requestOfForm(request, reply, agent);
     if (!authRequest) return reply;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const body = request.body as Body;
     const link = linkOf(body);
     const { password, errors } = newPasswordOf(body, config.passwordMinLength);

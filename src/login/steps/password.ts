@@ -73,7 +73,7 @@ export function passwordStep(ui: FastifyInstance, kit: StepKit): void {
     if (!loginName) return reply.redirect(stepUrl("loginname", authRequest.id), 303);
 
     const tooMany = await kit.limitPassword(request, reply, authRequest, loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
 
     const password = field(request.body as Body, "password", { raw: true });
     if (!password) return fail("error.passwordRequired");

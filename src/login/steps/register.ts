@@ -67,7 +67,7 @@ export function registerStep(ui: FastifyInstance, kit: StepKit): void {
     if (!(await login.allowRegister(instanceId, authRequest.orgId)))
       return reply.redirect(stepUrl("register", authRequest.id), 303);
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
 
     const body = request.body as Body;
     const values = {

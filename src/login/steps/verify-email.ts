@@ -93,7 +93,7 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
     const authRequest = await kit.requestOfForm(request, reply, agent);
     if (!authRequest) return reply;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const body = request.body as Body;
     const userId = field(body, "userID");
     const code = normalCode(field(body, "code"));
@@ -125,7 +125,7 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
     const authRequest = await kit.requestOfForm(request, reply, agent);
     if (!authRequest) return reply;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const userId = field(request.body as Body, "userID");
     const notice = await sendEmailCode(kit, authRequest.instanceId, userId);
     await login.authRequests.setUiState(authRequest, {

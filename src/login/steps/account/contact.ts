@@ -226,7 +226,7 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
       const { agent, account, body } = post;
       // the proof is a password check: limited as the password form is
       const tooMany = await kit.limitPassword(request, reply, undefined, account.loginName);
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       // "Remove phone number" is the phone form's second button
       const remove = channel === "phone" && field(body, "remove") === "true";
       const value = remove ? "" : field(body, spec.field).slice(0, spec.maxLength + 1);
@@ -273,7 +273,7 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
       const post = await accountPost(kit, request, reply);
       if (!post) return reply;
       const tooMany = await kit.limitPerIp(request, reply, undefined);
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       const { account, body } = post;
       const codeName = codeFieldName(channel);
       const code = normalCode(field(body, codeName));
@@ -295,7 +295,7 @@ export function accountContactStep(ui: FastifyInstance, kit: StepKit): void {
       const post = await accountPost(kit, request, reply);
       if (!post) return reply;
       const tooMany = await kit.limitPerIp(request, reply, undefined);
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       const { account } = post;
       const instanceId = kit.login.instanceId(request);
       const sent = await sendChannelCode(kit.login, instanceId, account.userId, channel);

@@ -349,7 +349,7 @@ export function accountDataStep(ui: FastifyInstance, kit: StepKit): void {
     const post = await accountPost(kit, request, reply);
     if (!post) return reply;
     const tooMany = await kit.limitPerIp(request, reply, undefined);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const { account, body } = post;
     const instanceId = kit.login.instanceId(request);
     const outcome = { session: account.id, form: "data" as const };

@@ -21,7 +21,7 @@ export function accountLinksStep(ui: FastifyInstance, kit: StepKit): void {
     const post = await accountPost(kit, request, reply);
     if (!post) return reply;
     const tooMany = await kit.limitPerIp(request, reply, undefined);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const { account, body } = post;
     const outcome = { session: account.id, form: "links" as const };
     const idpId = field(body, "idp");

@@ -76,7 +76,7 @@ export function accountPasskeysStep(ui: FastifyInstance, kit: StepKit): void {
     const post = await accountPost(kit, request, reply);
     if (!post) return reply;
     const tooMany = await kit.limitPerIp(request, reply, undefined);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const { account, body } = post;
     if (!(await maySignInChange(login, login.instanceId(request), account)))
       return redirectWithOutcome(kit, request, reply, {
@@ -96,7 +96,7 @@ export function accountPasskeysStep(ui: FastifyInstance, kit: StepKit): void {
     const post = await accountPost(kit, request, reply);
     if (!post) return reply;
     const tooMany = await kit.limitPerIp(request, reply, undefined);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const { account, body } = post;
     const outcome = { session: account.id, form: "passkeys" as const };
     const instanceId = login.instanceId(request);

@@ -68,7 +68,7 @@ export function accountPasswordStep(ui: FastifyInstance, kit: StepKit): void {
     if (!post) return reply;
     const { agent, account, body } = post;
     const tooMany = await kit.limitPassword(request, reply, undefined, account.loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
 
     const current = field(body, "currentPassword", { raw: true });
     const password = field(body, "newPassword", { raw: true });

@@ -101,7 +101,7 @@ export function accountProfileStep(ui: FastifyInstance, kit: StepKit): void {
     const post = await accountPost(kit, request, reply);
     if (!post) return reply;
     const tooMany = await kit.limitPerIp(request, reply, undefined);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const { account, body } = post;
 
     const values = Object.fromEntries(

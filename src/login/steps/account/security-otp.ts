@@ -155,7 +155,7 @@ export function accountSecurityOtpStep(ui: FastifyInstance, kit: StepKit): void 
       const tooMany = options.perName
         ? await kit.limitPassword(request, reply, undefined, account.loginName)
         : await kit.limitPerIp(request, reply, undefined);
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       const instanceId = login.instanceId(request);
       const outcome = { session: account.id, form: "otp" as const };
       if (!(await maySignInChange(login, instanceId, account)))

@@ -15,7 +15,7 @@ export function accountSessionsStep(ui: FastifyInstance, kit: StepKit): void {
     const post = await accountPost(kit, request, reply);
     if (!post) return reply;
     const tooMany = await kit.limitPerIp(request, reply, undefined);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const target = field(post.body, "target");
     const ended = await login.endBrowserSessions(request, reply, { sessionIds: [target] });
     const left = await login.accountSessionsOfUserAgent(request);

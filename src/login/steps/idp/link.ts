@@ -80,7 +80,7 @@ export function idpLinkStep(ui: FastifyInstance, kit: StepKit): void {
     };
     if (!loginName) return fail("error.loginNameRequired");
     const tooMany = await kit.limitPassword(request, reply, authRequest, loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const password = field(body, "password", { raw: true });
     if (!password) return fail("error.passwordRequired");
 

@@ -89,7 +89,7 @@ function otpStep(channel: Channel) {
       const expired = !open || open.createdAt.getTime() + OTP_CODE_TTL_SECONDS * 1000 <= Date.now();
       if (expired && !state.error) {
         const tooMany = await kit.limitCodesPerIp(request, reply, authRequest);
-        if (tooMany) return tooMany;
+        if (tooMany) return reply;
         const sent = await send(mfa);
         state = sent.ok ? { values: { notice: "sent" } } : { error: sent.error, values: sent.values };
       }
@@ -118,7 +118,7 @@ function otpStep(channel: Channel) {
       if (!mfa) return reply;
       const { authRequest, session, instanceId } = mfa;
       const tooMany = await kit.limitPassword(request, reply, authRequest, session.loginName);
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       const code = field(request.body as Body, "code");
       if (!code) return back(reply, authRequest, { error: "mfaOtp.codeRequired" });
       const outcome = await checkOnSession(login, instanceId, session, {
@@ -133,9 +133,9 @@ function otpStep(channel: Channel) {
       const mfa = await mfaPost(kit, request, reply);
       if (!mfa) return reply;
       const tooMany =
-        (await kit.limitPerIp(request, reply, mfa.authRequest)) ??
+        (await kit.limitPerIp(request, reply, mfa.authRequest)) ||
         (await kit.limitCodesPerIp(request, reply, mfa.authRequest));
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       const sent = await send(mfa);
       return back(
         reply,

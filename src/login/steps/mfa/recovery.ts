@@ -35,7 +35,7 @@ export function mfaRecoveryStep(ui: FastifyInstance, kit: StepKit): void {
     if (!page) return reply;
     const { authRequest, session, instanceId } = page;
     const tooMany = await kit.limitPassword(request, reply, authRequest, session.loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const code = field(request.body as Body, "code");
     if (!code) return retry(kit, reply, authRequest, PAGE, "mfaOtp.codeRequired");
     const outcome = await checkOnSession(login, instanceId, session, {

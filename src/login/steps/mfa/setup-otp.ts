@@ -50,7 +50,7 @@ function setupOtpStep(type: OtpChannel, path: "otp-email" | "otp-sms") {
       if (!mfa) return reply;
       const { authRequest, session, instanceId } = mfa;
       const tooMany = await kit.limitPerIp(request, reply, authRequest);
-      if (tooMany) return tooMany;
+      if (tooMany) return reply;
       if (!(await maySignInChange(login, instanceId, session)))
         return reply.redirect(stepUrl("mfa", authRequest.id), 303);
       const factors = new UserFactorCommands({ masterKey: masterKeyOf(login) });

@@ -54,7 +54,7 @@ export function mfaSetupTotpStep(ui: FastifyInstance, kit: StepKit): void {
     if (!mfa) return reply;
     const { authRequest, session, instanceId } = mfa;
     const tooMany = await kit.limitPassword(request, reply, authRequest, session.loginName);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     if (!(await maySignInChange(login, instanceId, session)))
       return reply.redirect(stepUrl("mfa", authRequest.id), 303);
     const code = field(request.body as Body, "code");

@@ -52,7 +52,7 @@ export function mfaSetupU2fStep(ui: FastifyInstance, kit: StepKit): void {
     if (!found) return reply;
     const { authRequest, session } = found;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     if (!(await maySignInChange(login, authRequest.instanceId, session)))
       return reply.redirect(stepUrl("mfa", authRequest.id), 303);
     const outcome = await finishRegistration(kit, request, session.userId, request.body as Body);

@@ -80,7 +80,7 @@ export function mfaWebAuthnStep(ui: FastifyInstance, kit: StepKit): void {
     if (!found) return reply;
     const { authRequest, session } = found;
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const fail = async () => {
       await login.authRequests.setUiState(authRequest, { page: PAGE, error: "error.securityKeyFailed" });
       return reply.redirect(stepUrl(PAGE, authRequest.id), 303);

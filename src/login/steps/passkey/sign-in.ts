@@ -120,7 +120,7 @@ export function passkeyStep(ui: FastifyInstance, kit: StepKit): void {
     if (!(await passwordlessAllowed(instanceId, authRequest.orgId)))
       return reply.redirect(stepUrl(PAGE, authRequest.id), 303);
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
-    if (tooMany) return tooMany;
+    if (tooMany) return reply;
     const fail = async () => {
       await login.authRequests.setUiState(authRequest, { page: PAGE, error: "error.passkeyFailed" });
       return reply.redirect(stepUrl(PAGE, authRequest.id), 303);
