@@ -60,7 +60,13 @@ export async function listenAdminSocket(
 ): Promise<AdminSocket> {
   const socketPath = adminSocketPath(dataDir);
   rmSync(socketPath, { force: true });
-  const server = net.createServer((socket) => serve(socket, issue, log));
+  /** Connections that have not sent their request yet: dropped at close (those issuing are waited for). */
+  const waiting = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    waiting.add(socket);
+    socket.once("close", () => waiting.delete(socket));
+    serve(socket, () => waiting.delete(socket), issue, log);
+  });
   server.maxConnections = 8;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -81,6 +87,7 @@ export async function listenAdminSocket(
     path: socketPath,
     close() {
       closing ??= new Promise<void>((resolve) => {
+        for (const socket of waiting) socket.destroy();
         server.close(() => {
           rmSync(socketPath, { force: true });
           resolve();
@@ -93,6 +100,7 @@ export async function listenAdminSocket(
 
 function serve(
   socket: net.Socket,
+  onRequest: () => void,
   issue: (request: AdminTokenRequest) => Promise<AdminTokenAnswer>,
   log: FastifyBaseLogger,
 ): void {
@@ -117,6 +125,8 @@ function serve(
       return;
     }
     socket.pause();
+    socket.setTimeout(0); // the request is in: issuing may take a while, and is not cut short
+    onRequest();
     const request = parseRequest(received.slice(0, end));
     if (typeof request === "string") {
       answer({ ok: false, error: request });
