@@ -33,7 +33,8 @@ const OWNER_ROLE = "IAM_OWNER";
  * database, the command asks that server over `<dataDir>/admin.sock` (mode 0600: only the data directory's
  * owner can connect; src/cli/admin-socket.ts), which runs `issueAdminToken` as the command would.
  * Without `--user` it makes sure the machine user `admin-client` exists with IAM_OWNER on the instance;
- * with `--user` it only adds a token to that machine user. Every change is an event (creator `system`), as if made through the API.
+ * with `--user` it only adds a token to that machine user. Every change is an event (creator `system`),
+ * as if made through the API.
  */
 export async function adminToken(config: Config, options: AdminTokenOptions): Promise<string[]> {
   const toStdout = options.out === "-";
