@@ -44,7 +44,7 @@ const commandHelp: Record<string, CommandHelp> = {
   "admin-token": {
     synopsis: "admin-token --out FILE [--instance ID] [--user NAME] [--force]",
     description:
-      'a personal access token of an administrator, written to FILE (mode 0600; "-": standard output): the machine user admin-client with IAM_OWNER (created when missing), or the existing machine user NAME',
+      'a personal access token of an administrator, written to FILE (mode 0600; "-": standard output): the machine user admin-client with IAM_OWNER (created when missing), or the existing machine user NAME; while a server holds the embedded database, that server issues it (asked over PLATFORM_DATA_DIR/admin.sock, mode 0600)',
     options: ["config", "instance", "out", "user", "force"],
   },
 };

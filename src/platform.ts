@@ -8,6 +8,8 @@ import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
 import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
+import { type AdminSocket, listenAdminSocket } from "./cli/admin-socket.ts";
+import { issueAdminToken } from "./cli/admin-token.ts";
 import { type Config, resolveMasterKey } from "./config.ts";
 import { INSTANCE } from "./domain/instance/events.ts";
 import { CACHE_CHANNEL } from "./eventstore/broadcast.ts";
@@ -201,11 +203,30 @@ export async function createPlatform(
     await listener?.start();
     executions.start();
     messages.start();
+    // The embedded database admits this process only: `platform admin-token` asks it over
+    // <dataDir>/admin.sock (mode 0600) instead (src/cli/admin-socket.ts). On PostgreSQL the command opens
+    // the database itself.
+    let adminSocket: AdminSocket | undefined;
+    if (opened.kind === "pglite" && !options.db) {
+      try {
+        adminSocket = await listenAdminSocket(
+          config.dataDir,
+          (request) => issueAdminToken(db, eventStore, request),
+          app.log.child({ component: "admin-socket" }),
+        );
+      } catch (error) {
+        app.log.warn(
+          { err: error },
+          `cannot listen on the admin socket in ${config.dataDir}: platform admin-token needs the server stopped`,
+        );
+      }
+    }
 
     let closing: Promise<void> | undefined;
     const close = () => {
       closing ??= (async () => {
         try {
+          await adminSocket?.close();
           await platform.metricsListener?.close();
           await app.close();
           await eventStore.broadcast.flushed(); // the last changes' notifications

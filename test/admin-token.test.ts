@@ -1,7 +1,7 @@
 // `platform admin-token`: an administrator's personal access token for an installation that already runs,
 // through the command line (child processes, as an operator runs it).
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { after, describe, it } from "node:test";
 import {
@@ -35,7 +35,7 @@ describe("platform admin-token", () => {
     server ??= await startPlatform({ listen: true, backend });
     return server;
   };
-  /** Embedded: the command needs the server stopped. */
+  /** Embedded: the command opens the database itself once the server has stopped. */
   const stopIfEmbedded = async () => {
     if (!onPostgres && server) {
       await server.stop();
@@ -47,7 +47,7 @@ describe("platform admin-token", () => {
     await backend?.cleanup();
   });
 
-  it("refuses before the first start, and on the embedded database while the server runs", async () => {
+  it("refuses before the first start, and on the embedded database while a server runs without its admin socket", async () => {
     backend = await freshBackend();
     dir = tempDir("admin-token-");
     file = path.join(dir, "admin.pat");
@@ -59,12 +59,17 @@ describe("platform admin-token", () => {
     // The Quick start: a first start without PLATFORM_FIRSTINSTANCE_PAT_PATH.
     instanceId = (await serving()).bootstrapResult!.instanceId;
     if (!onPostgres) {
-      // The embedded database belongs to the running server: one line says what to do, nothing changes.
+      // A running server normally issues the token over <dataDir>/admin.sock
+      // (test/admin-token-running.test.ts). Without that socket (a server of an older version) the
+      // embedded database belongs to the server alone: one line says what to do, nothing changes.
+      const socket = path.join(backend.env.PLATFORM_DATA_DIR, "admin.sock");
+      assert.ok(existsSync(socket));
+      rmSync(socket);
       const refused = await runPlatform(["admin-token", "--out", file], backend.env);
       assert.equal(refused.code, 1);
       assert.match(
         refused.stderr,
-        /^platform: the embedded database in .* is in use by a running server \(pid \d+\): stop it, run this command again, then start it/,
+        /^platform: the embedded database in .* is in use by a running server \(pid \d+\): stop it, run this command again, then start it \(it listens on no .*admin\.sock/,
       );
       assert.equal(refused.stderr.trim().split("\n").length, 1);
       assert.equal(existsSync(file), false);

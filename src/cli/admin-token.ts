@@ -11,7 +11,9 @@ import { EventStore } from "../eventstore/eventstore.ts";
 import type { CommandTx, NewEvent } from "../eventstore/types.ts";
 import { newId } from "../id.ts";
 import { projections } from "../query/projections/index.ts";
-import { CommandError, commandInstance, openForCommand } from "./database.ts";
+import type { Database } from "../storage/database.ts";
+import { adminSocketPath, requestAdminToken } from "./admin-socket.ts";
+import { CommandError, commandInstance, openForCommand, ServerRunningError } from "./database.ts";
 
 export interface AdminTokenOptions {
   /** Where the token goes: a file (created with mode 0600), or `-` for standard output. */
@@ -27,9 +29,12 @@ const OWNER_ROLE = "IAM_OWNER";
 
 /**
  * `platform admin-token`: a personal access token for an administrator of an existing installation, for
- * whoever can reach its database (that access is the authorization). Without `--user` it makes sure the
- * machine user `admin-client` exists with IAM_OWNER on the instance; with `--user` it only adds a token to
- * that machine user. Every change is an event (creator `system`), as if made through the API.
+ * whoever can reach its database (that access is the authorization). While a server holds the embedded
+ * database, the command asks that server over `<dataDir>/admin.sock` (mode 0600: only the data directory's
+ * owner can connect; src/cli/admin-socket.ts), which runs `issueAdminToken` as the command would.
+ * Without `--user` it makes sure the machine user `admin-client` exists with IAM_OWNER on the instance;
+ * with `--user` it only adds a token to that machine user. Every change is an event (creator `system`),
+ * as if made through the API.
  */
 export async function adminToken(config: Config, options: AdminTokenOptions): Promise<string[]> {
   const toStdout = options.out === "-";
@@ -42,19 +47,7 @@ export async function adminToken(config: Config, options: AdminTokenOptions): Pr
   const fd = draft ? openDraft(draft, options.out) : undefined;
   let done = false;
   try {
-    const db = await openForCommand(
-      config,
-      "stop it, run this command again, then start it (with PostgreSQL this works while servers run)",
-    );
-    let issued: Issued;
-    try {
-      const instanceId = await commandInstance(db, options.instanceId);
-      const eventStore = new EventStore(db, projections);
-      issued = await issue(eventStore, instanceId, options.username);
-      await eventStore.broadcast.flushed(); // running servers see the changes at once
-    } finally {
-      await db.close();
-    }
+    const { issued, by } = await issueHereOrThroughServer(config, options);
     if (fd === undefined) {
       process.stdout.write(`${issued.token}\n`);
     } else {
@@ -69,6 +62,7 @@ export async function adminToken(config: Config, options: AdminTokenOptions): Pr
     }
     done = true;
     return [
+      ...(by ? [by] : []),
       ...issued.changes.map((change) => `instance ${issued.instanceId}: ${change}`),
       toStdout
         ? `personal access token ${issued.patId} of ${issued.username} written to standard output`
@@ -82,6 +76,51 @@ export async function adminToken(config: Config, options: AdminTokenOptions): Pr
   }
 }
 
+/**
+ * Issues the token in this process, or, when a server holds the embedded database and listens on its
+ * admin socket, in that server (`by` then says so, for the output).
+ */
+async function issueHereOrThroughServer(
+  config: Config,
+  options: AdminTokenOptions,
+): Promise<{ issued: Issued; by?: string }> {
+  const request = { instanceId: options.instanceId, username: options.username };
+  let db: Database;
+  try {
+    db = await openForCommand(config, "stop it, run this command again, then start it");
+  } catch (error) {
+    if (!(error instanceof ServerRunningError)) throw error;
+    const socketPath = adminSocketPath(config.dataDir);
+    if (!existsSync(socketPath))
+      throw new CommandError(
+        `${error.message} (it listens on no ${socketPath}: still starting, or older than this command)`,
+      );
+    const issued = await requestAdminToken(socketPath, request);
+    return { issued, by: `issued by the running server (pid ${error.pid}) over ${socketPath}` };
+  }
+  try {
+    const eventStore = new EventStore(db, projections);
+    return { issued: await issueAdminToken(db, eventStore, request) };
+  } finally {
+    await db.close();
+  }
+}
+
+/**
+ * Issues the token on an open database: what `platform admin-token` does in its own process and a server
+ * does for it over the admin socket (the same events, creator `system`). Refusals are `CommandError`s.
+ */
+export async function issueAdminToken(
+  db: Database,
+  eventStore: EventStore,
+  request: { instanceId?: string; username?: string },
+): Promise<Issued> {
+  const instanceId = await commandInstance(db, request.instanceId);
+  const issued = await issue(eventStore, instanceId, request.username);
+  await eventStore.broadcast.flushed(); // running servers see the changes at once
+  return issued;
+}
+
 function openDraft(draft: string, out: string): number {
   try {
     return openSync(draft, "wx", 0o600);
@@ -90,7 +129,7 @@ function openDraft(draft: string, out: string): number {
   }
 }
 
-interface Issued {
+export interface Issued {
   instanceId: string;
   userId: string;
   username: string;

@@ -7,10 +7,21 @@ import { DataDirLockedError } from "../storage/pglite.ts";
 /** A command's failure, printed as one line (`platform: <message>`) with exit code 1. */
 export class CommandError extends Error {}
 
+/** The embedded database is held by a running server (`pid`): the command cannot open it itself. */
+export class ServerRunningError extends CommandError {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+    whileServing: string,
+  ) {
+    super(`the embedded database in ${dataDir} is in use by a running server (pid ${pid}): ${whileServing}`);
+  }
+}
+
 /**
  * Opens and migrates the database for a command that changes data while servers may run. On PostgreSQL
  * that is always possible. The embedded database admits one process: while a server holds it, the command
- * stops with one line saying what to do instead (`whileServing`).
+ * stops with one line saying what to do instead (`whileServing`): a `ServerRunningError`.
  */
 export async function openForCommand(config: Config, whileServing: string): Promise<Database> {
   let db: Database;
@@ -19,9 +30,7 @@ export async function openForCommand(config: Config, whileServing: string): Prom
   } catch (error) {
     const pid = /\(pid (\d+)\)/.exec((error as Error).message)?.[1];
     if (error instanceof DataDirLockedError && pid)
-      throw new CommandError(
-        `the embedded database in ${config.dataDir} is in use by a running server (pid ${pid}): ${whileServing}`,
-      );
+      throw new ServerRunningError(config.dataDir, Number(pid), whileServing);
     throw error;
   }
   try {
