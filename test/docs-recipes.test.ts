@@ -7,8 +7,8 @@
  * with `PLATFORM_FIRSTINSTANCE_PAT_PATH`. The shell has the variables every page states at its top:
  * `BASE` (the server's URL) and `TOKEN` (the first instance's IAM_OWNER token, also in `./admin.pat` of
  * the shell's working directory, a fresh directory per page). `curl` in the shell is curl with
- * `--fail-with-body --show-error`: a call answered with an HTTP error fails its block, and the page's test
- * fails naming the page, the block's line and its output.
+ * `--fail-with-body --show-error` (or the recipe's own `-f`): a call answered with an HTTP error fails its
+ * block, and the page's test fails naming the page, the block's line and its output.
  *
  * A comment right before a block (blank lines between are allowed) changes how it runs:
  * - `<!-- recipe: skip (reason) -->`: not run (an external identity provider, an SMTP server, a browser,
@@ -70,7 +70,16 @@ export function recipesOf(markdown: string): Recipe[] {
 
 /** The page's shell script: each block announces itself on stderr (`@@recipe <line>`) before it runs. */
 function scriptOf(recipes: Recipe[]): string {
-  const parts = ['curl() { command curl --fail-with-body --show-error "$@"; }'];
+  // curl fails on an HTTP error: with the recipe's -f, else with --fail-with-body (curl refuses both)
+  const parts = [
+    `curl() {
+  local a
+  for a in "$@"; do
+    case "$a" in --fail | --fail-with-body | -f* | -[!-]*f*) command curl --show-error "$@"; return;; esac
+  done
+  command curl --fail-with-body --show-error "$@"
+}`,
+  ];
   for (const r of recipes) {
     if (r.mode === "skip") continue;
     parts.push(`echo "@@recipe ${r.line}" >&2`);
