@@ -8,7 +8,8 @@
  * `BASE` (the server's URL) and `TOKEN` (the first instance's IAM_OWNER token, also in `./admin.pat` of
  * the shell's working directory, a fresh directory per page). `curl` in the shell is curl with
  * `--fail-with-body --show-error` (or the recipe's own `-f`): a call answered with an HTTP error fails its
- * block, and the page's test fails naming the page, the block's line and its output.
+ * block, and the page's test fails naming the page, the block's line and its output. `sleep` returns at
+ * once: a recipe's waits are for clients elsewhere (caches of a key set), not for this server.
  *
  * A comment right before a block (blank lines between are allowed) changes how it runs:
  * - `<!-- recipe: skip (reason) -->`: not run (an external identity provider, an SMTP server, a browser,
@@ -79,6 +80,7 @@ function scriptOf(recipes: Recipe[]): string {
   done
   command curl --fail-with-body --show-error "$@"
 }`,
+    "sleep() { :; }",
   ];
   for (const r of recipes) {
     if (r.mode === "skip") continue;
