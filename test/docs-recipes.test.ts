@@ -15,7 +15,7 @@
  * - `<!-- recipe: skip (reason) -->`: not run (an external identity provider, an SMTP server, a browser,
  *   an authenticator app ...); the reason is required and every skipped block is reported.
  * - `<!-- recipe: fails (reason) -->`: a recipe showing a refusal; it runs in a subshell (its variables
- *   stay there) and must end with a curl answered by an HTTP error (curl's exit code 22).
+ *   stay there) and must fail on a curl answered with an HTTP error (curl's exit code 22).
  */
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
