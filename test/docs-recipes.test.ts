@@ -42,7 +42,7 @@ interface Recipe {
 }
 
 /** The curl recipes of a page, with their markers. */
-export function recipesOf(markdown: string): Recipe[] {
+function recipesOf(markdown: string): Recipe[] {
   const lines = markdown.split("\n");
   const recipes: Recipe[] = [];
   for (let i = 0; i < lines.length; i++) {
