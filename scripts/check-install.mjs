@@ -2,7 +2,8 @@
 // `npm run check:install` (.ci/run): the production install of docs/operations.md, done in a copy of this
 // checkout (its tracked and new files, as a clone has them) in a temporary directory:
 //   npm ci → npm run build → npm prune --omit=dev → platform start on a fresh embedded database → /ready
-// and `platform --version`. It fails when a step fails, when npm warns about the engine (EBADENGINE), when
+// and `platform --version`. It prints the size of node_modules before and after the prune and of dist/
+// (du; docs/operations.md quotes them). It fails when a step fails, when npm warns about the engine (EBADENGINE), when
 // the compiler or tsx survive the prune, or when the server does not get ready within 3 minutes.
 // `npm ci` takes the packages from npm's cache when it has them (--prefer-offline).
 import { execFileSync, spawn, spawnSync } from "node:child_process";
@@ -34,6 +35,12 @@ function step(name, command, args) {
   return output;
 }
 
+/** The disk usage of a directory of the copy, in MB (`du -sm`). */
+function size(name) {
+  const result = spawnSync("du", ["-sm", name], { cwd: dir, encoding: "utf8" });
+  return result.status === 0 ? `${result.stdout.split("\t")[0]} MB` : "(du failed)";
+}
+
 try {
   const files = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
     cwd: root,
@@ -50,7 +57,11 @@ try {
     fail(`npm ci warns about the engine on node ${process.version}`);
   }
   step("npm run build", npm, ["run", "build"]);
+  const before = size("node_modules");
   step("npm prune --omit=dev", npm, ["prune", "--omit=dev", "--no-audit", "--no-fund"]);
+  console.log(
+    `check-install: node_modules ${before} → ${size("node_modules")} after the prune; dist/ ${size("dist")}`,
+  );
   for (const dev of ["typescript", "tsx", "@biomejs/biome"])
     if (existsSync(path.join(dir, "node_modules", dev)))
       fail(`node_modules/${dev} is still installed after the prune`);
