@@ -27,6 +27,7 @@ import { type AuthRequest, AuthRequestStore } from "./auth-requests.ts";
 import type { PageBranding } from "./branding.ts";
 import { type AuthRequestCompleter, type ClientResponse, unavailableCompleter } from "./completer.ts";
 import type { Translator } from "./i18n.ts";
+import { ClientLabelingCache, messageLabelOrg } from "./labeling.ts";
 import { PageContexts } from "./page-contexts.ts";
 import { PolicyOrgCache } from "./policy-org-cache.ts";
 import { type PageContext, sendFormPost, sendPage } from "./render.ts";
@@ -98,6 +99,8 @@ export class Login {
   private readonly pages: PageContexts;
   /** Whose login policy governs each user (its organization's or the instance's), cached per user. */
   private readonly policyOrgs: PolicyOrgCache;
+  /** The `private_labeling_setting` and organization of each application's project (./labeling.ts). */
+  private readonly labeling: ClientLabelingCache;
 
   constructor(
     readonly deps: LoginDeps,
@@ -106,10 +109,15 @@ export class Login {
     this.authRequests = new AuthRequestStore(deps.db);
     this.settings = new SettingsLayerCache(deps.db, deps.eventStore);
     this.policyOrgs = new PolicyOrgCache(deps.db, deps.eventStore);
-    this.pages = new PageContexts(this.settings, {
-      instanceId: (request) => this.instanceId(request),
-      instance: (request) => this.instance(request),
-    });
+    this.labeling = new ClientLabelingCache(deps.db, deps.eventStore);
+    this.pages = new PageContexts(
+      this.settings,
+      {
+        instanceId: (request) => this.instanceId(request),
+        instance: (request) => this.instance(request),
+      },
+      this.labeling,
+    );
     this.completer = options.completer ?? unavailableCompleter;
   }
 
@@ -250,6 +258,20 @@ export class Login {
   }
 
   /**
+   * The organization whose branding and texts the messages a sign-in sends (codes by e-mail and SMS, the
+   * password reset, the verification of a registration) take instead of their recipient's: the project's
+   * under ENFORCE_PROJECT_RESOURCE_OWNER_POLICY (./labeling.ts); undefined otherwise and without an auth
+   * request of an application.
+   */
+  async messageLabelOrg(authRequest: AuthRequest | undefined): Promise<string | undefined> {
+    if (!authRequest?.clientId || authRequest.orgId) return undefined;
+    return messageLabelOrg(
+      authRequest.orgId,
+      await this.labeling.of(authRequest.instanceId, authRequest.clientId),
+    );
+  }
+
+  /**
    * The session an auth request can use without asking the person (`prompt=none`, or the protocol side
    * deciding before it sends the browser to the UI): `session`, or `login_required` /
    * `interaction_required`.
@@ -324,8 +346,9 @@ export class Login {
 
   /**
    * What every page needs (./page-contexts.ts). Its branding and texts are the sign-in's organization's
-   * (the auth request's), else those of `userOrgId` (the organization of the user the page is for, once
-   * known), else the instance's.
+   * (the auth request's), else as the `private_labeling_setting` of its application's project says
+   * (./labeling.ts) with `userOrgId` (the organization of the user the page is for, once known): by
+   * default the user's once known, else the instance's.
    */
   pageContext(
     request: FastifyRequest,

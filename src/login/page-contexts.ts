@@ -1,8 +1,10 @@
 /**
  * What every login page needs of the settings (`pageContext`): the language (the
  * picked one, ui_locales, Accept-Language, the default, as the language settings allow), the texts
- * administrators set (the sign-in's organization's, else the user's, else the instance's) and the
- * branding, all from the cached settings layers (./settings-cache.ts).
+ * administrators set and the branding, all from the cached settings layers (./settings-cache.ts). Whose
+ * texts and branding: the sign-in's organization's, else as the project of the sign-in's application says
+ * (its `private_labeling_setting`, ./labeling.ts): the user's once known, else the instance's (the
+ * default), or the project's organization's.
  */
 import type { FastifyRequest } from "fastify";
 import { textsCategory } from "../domain/settings/texts.ts";
@@ -19,6 +21,7 @@ import {
   translator,
   withOverrides,
 } from "./i18n.ts";
+import { type ClientLabelingCache, type PageLabel, pageLabel } from "./labeling.ts";
 import { languageLinks, pickedLanguage, returnTarget } from "./language-picker.ts";
 import type { PageContext } from "./render.ts";
 import type { SettingsLayerCache } from "./settings-cache.ts";
@@ -39,7 +42,21 @@ export class PageContexts {
   constructor(
     private readonly settings: SettingsLayerCache,
     private readonly login: InstanceOfRequest,
+    private readonly labeling: ClientLabelingCache,
   ) {}
+
+  /**
+   * Whose branding, texts and language settings the pages of a sign-in show (./labeling.ts): the auth
+   * request's organization, else by the `private_labeling_setting` of its application's project and
+   * `userOrgId` (the organization of the user the page is for, once known).
+   */
+  async label(instanceId: string, authRequest?: AuthRequest, userOrgId?: string): Promise<PageLabel> {
+    const project =
+      authRequest?.clientId && !authRequest.orgId
+        ? await this.labeling.of(instanceId, authRequest.clientId)
+        : undefined;
+    return pageLabel(authRequest?.orgId, project, userOrgId);
+  }
 
   /** The branding of the organization's pages (or the instance's), cached until the settings change. */
   branding(instanceId: string, orgId: string | undefined): Promise<PageBranding> {
@@ -59,11 +76,6 @@ export class PageContexts {
     return (await this.languageOf(request, authRequest, uiLocales)).translator;
   }
 
-  /**
-   * The language (by the auth request's organization's language settings, else the instance's) and its
-   * translator with the texts of the auth request's organization, else of `userOrgId` (the user the page
-   * is for, once known), else the instance's.
-   */
   /** The languages the instance (or `orgId`) allows. */
   async allowedLanguages(request: FastifyRequest, orgId?: string): Promise<readonly string[]> {
     const instanceId = this.login.instanceId(request);
@@ -75,18 +87,22 @@ export class PageContexts {
     return choice.allowed;
   }
 
+  /**
+   * The language (by the language settings of the label's `languageOrgId`, else the instance's) and its
+   * translator with the texts of the label's organization, else the instance's.
+   */
   private async languageOf(
     request: FastifyRequest,
     authRequest?: AuthRequest,
     uiLocales?: string[],
-    userOrgId?: string,
+    label?: PageLabel,
   ): Promise<{ choice: LanguageChoice; translator: Translator }> {
     const instanceId = this.login.instanceId(request);
-    const orgId = authRequest?.orgId;
+    const { orgId, languageOrgId } = label ?? (await this.label(instanceId, authRequest));
     const choice = await languageSettings(
       (category, context) => this.settings.layers(category, context),
       instanceId,
-      orgId,
+      languageOrgId,
     );
     const acceptLanguage = request.headers["accept-language"];
     const lang = chooseLanguage(
@@ -95,7 +111,7 @@ export class PageContexts {
       typeof acceptLanguage === "string" ? acceptLanguage : undefined,
       pickedLanguage(request),
     );
-    return { choice, translator: await this.textsTranslator(instanceId, orgId ?? userOrgId, lang) };
+    return { choice, translator: await this.textsTranslator(instanceId, orgId, lang) };
   }
 
   /** The translator of `lang` with the texts set for the organization (else the instance). */
@@ -115,19 +131,21 @@ export class PageContexts {
   }
 
   /**
-   * What every page needs. Its branding and texts are the sign-in's organization's (the auth request's),
-   * else those of `userOrgId` (the organization of the user the page is for, once known), else the
-   * instance's.
+   * What every page needs. Its branding and texts are the label's (`label`): the sign-in's organization's
+   * (the auth request's), else as its application's project says, with `userOrgId` the organization of
+   * the user the page is for, once known.
    */
   async pageContext(
     request: FastifyRequest,
     options: { authRequest?: AuthRequest; csrf?: string; uiLocales?: string[]; userOrgId?: string } = {},
   ): Promise<PageContext> {
     const { authRequest } = options;
+    const instanceId = this.login.instanceId(request);
+    const label = await this.label(instanceId, authRequest, options.userOrgId);
     const [language, instance, branding] = await Promise.all([
-      this.languageOf(request, authRequest, options.uiLocales, options.userOrgId),
+      this.languageOf(request, authRequest, options.uiLocales, label),
       this.login.instance(request),
-      this.branding(this.login.instanceId(request), authRequest?.orgId ?? options.userOrgId),
+      this.branding(instanceId, label.orgId),
     ]);
     return {
       translator: language.translator,

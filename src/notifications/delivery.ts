@@ -30,6 +30,26 @@ export interface NotificationDelivery {
   close(): Promise<void>;
 }
 
+/**
+ * `delivery` queueing every message with the branding, texts and language settings of `orgId` instead of
+ * its recipient's organization's (`NewMessage.brandingOrgId`): the messages of a sign-in whose project
+ * enforces its organization's (src/login/labeling.ts). Without `orgId`, `delivery` itself.
+ */
+export function labeledDelivery(
+  delivery: NotificationDelivery | undefined,
+  orgId: string | undefined,
+): NotificationDelivery | undefined {
+  if (!delivery || !orgId) return delivery;
+  return {
+    worker: delivery.worker,
+    queue: (tx, message) => delivery.queue(tx, { ...message, brandingOrgId: message.brandingOrgId ?? orgId }),
+    originOf: (tx, instanceId) => delivery.originOf(tx, instanceId),
+    listen: (listener) => delivery.listen(listener),
+    start: () => delivery.start(),
+    close: () => delivery.close(),
+  };
+}
+
 export function createNotificationDelivery(options: {
   config: Config;
   db: Database;

@@ -48,6 +48,12 @@ export interface NewMessage {
   origin: string;
   /** The one-time code of a code-bearing type, in clear: sealed before it is written. */
   code?: { value: string; expiresIn: number };
+  /**
+   * The organization whose branding, texts and language settings the message takes instead of its
+   * recipient's: a sign-in's under its project's ENFORCE setting (docs/branding.md "Projects: whose
+   * branding a sign-in shows"). Undefined: the recipient's organization's.
+   */
+  brandingOrgId?: string;
 }
 
 /** The master key's context of a message's code: a sealed code copied to another row does not open. */
@@ -69,8 +75,8 @@ export async function queueMessage(
   const id = newId();
   await tx.query(
     `INSERT INTO notification_messages (instance_id, id, user_id, type, channel, recipient, language, origin,
-       sealed_code, code_expires_in, state, attempts, next_attempt_at, created_at, changed_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ${MessageState.pending}, 0, now(), now(), now())`,
+       sealed_code, code_expires_in, branding_org_id, state, attempts, next_attempt_at, created_at, changed_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, ${MessageState.pending}, 0, now(), now(), now())`,
     [
       message.instanceId,
       id,
@@ -82,6 +88,7 @@ export async function queueMessage(
       message.origin,
       message.code ? seal(masterKey, message.code.value, codeContext(message.instanceId, id)) : null,
       message.code?.expiresIn ?? null,
+      message.brandingOrgId ?? null,
     ],
   );
   if (notify) await notifyWorkers(tx, MESSAGE_CHANNEL);
@@ -110,6 +117,11 @@ export interface ClaimedMessage {
   display_name: string | null;
   org_name: string | null;
   instance_name: string | null;
+  /**
+   * The organization whose branding, texts and language settings the message takes: the row's
+   * `branding_org_id`, else the recipient's organization (null when the user was removed).
+   */
+  label_org_id: string | null;
   [key: string]: unknown;
 }
 
@@ -130,9 +142,9 @@ export function claimMessages(
       lease: "$3::double precision",
       leaseSeconds,
       returning: `r.user_id, r.type, r.channel, r.recipient, r.language, r.origin, r.sealed_code,
-                  r.code_expires_in, r.created_at`,
+                  r.code_expires_in, r.created_at, r.branding_org_id`,
       select: `SELECT c.*, u.org_id, u.username, u.given_name, u.family_name, u.display_name, o.name AS org_name,
-                 i.name AS instance_name
+                 i.name AS instance_name, coalesce(c.branding_org_id, u.org_id) AS label_org_id
                FROM claimed c
                LEFT JOIN users u ON u.instance_id = c.instance_id AND u.id = c.user_id
                LEFT JOIN orgs o ON o.instance_id = u.instance_id AND o.id = u.org_id

@@ -138,7 +138,7 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
         const value = await languageSettings(
           (category, context) => settingsLayers(this.db, category, context),
           row.instance_id,
-          row.org_id ?? undefined,
+          row.label_org_id ?? undefined,
         );
         cached = { value, until: Date.now() + LANGUAGES_TTL_MS };
         this.languageCache.set(key, cached);
@@ -179,10 +179,13 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
     return undefined;
   }
 
-  /** The colours and logo of the recipient's organization (a failed read is a failed attempt). */
+  /**
+   * The colours and logo of the message's organization (`label_org_id`: the recipient's, or the one a
+   * sign-in's project enforces); a failed read is a failed attempt.
+   */
   private async brandingOf(row: ClaimedMessage) {
     try {
-      return await this.brandings.of(row.instance_id, row.org_id ?? undefined, row.origin);
+      return await this.brandings.of(row.instance_id, row.label_org_id ?? undefined, row.origin);
     } catch (error) {
       throw new AttemptFailure(`cannot read the branding settings: ${(error as Error).message}`, false);
     }
@@ -211,10 +214,15 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
       defaultLanguage: languages?.defaultLanguage ?? "en",
       allowed: languages?.allowed,
     };
-    // the texts of the user's organization, else the instance's, in the message's language
+    // the texts of the message's organization (the user's, or the one a sign-in's project enforces), else
+    // the instance's, in the message's language
     let texts: Awaited<ReturnType<MessageTextCache["lookup"]>>;
     try {
-      texts = await this.texts.lookup(row.instance_id, row.org_id ?? undefined, messageLanguage(language));
+      texts = await this.texts.lookup(
+        row.instance_id,
+        row.label_org_id ?? undefined,
+        messageLanguage(language),
+      );
     } catch (error) {
       throw new AttemptFailure(`cannot read the texts: ${(error as Error).message}`, false);
     }
@@ -259,7 +267,7 @@ export class MessageWorker extends OutboxWorker<MessageJob> {
   }
 }
 
-const languageKey = (row: ClaimedMessage) => `${row.instance_id}\u0000${row.org_id ?? ""}`;
+const languageKey = (row: ClaimedMessage) => `${row.instance_id}\u0000${row.label_org_id ?? ""}`;
 
 /** The provider kind a row is sent through (undefined: a type this version does not know). */
 function kindOf(row: ClaimedMessage): "smtp" | "sms" | undefined {

@@ -14,6 +14,7 @@ import {
   OidcGrantType,
   OidcResponseType,
   OidcTokenType,
+  type PrivateLabelingSetting,
 } from "../domain/project/events.ts";
 import type { Queryable } from "../storage/database.ts";
 
@@ -161,4 +162,32 @@ export async function appByClientId(
     projectRoleAssertion: row.role_assertion,
     projectRoleCheck: row.role_check,
   };
+}
+
+/** Whose branding a sign-in of a client shows: its project's setting and organization. */
+export interface ClientLabeling {
+  setting: PrivateLabelingSetting;
+  /** The project's organization. */
+  orgId: string;
+}
+
+/**
+ * The project's `private_labeling_setting` and organization of the app with this client ID, or undefined
+ * (no such app: the login UI's own sign-ins, machine users). One indexed query (apps_client_id_idx).
+ */
+export async function labelingOfClient(
+  db: Queryable,
+  instanceId: string,
+  clientId: string,
+): Promise<ClientLabeling | undefined> {
+  const rows = await db.query<{ org_id: string; private_labeling_setting: number }>(
+    `SELECT p.org_id, p.private_labeling_setting
+     FROM apps a JOIN projects p ON p.instance_id = a.instance_id AND p.id = a.project_id
+     WHERE a.instance_id = $1 AND a.client_id = $2`,
+    [instanceId, clientId],
+  );
+  const row = rows[0];
+  return row
+    ? { setting: Number(row.private_labeling_setting) as PrivateLabelingSetting, orgId: row.org_id }
+    : undefined;
 }

@@ -20,6 +20,7 @@ import {
   AppKind,
   type OidcConfig,
   PROJECT,
+  type PrivateLabelingSetting,
   type ProjectChangedPayload,
   ProjectEvent,
   ProjectGrantState,
@@ -88,6 +89,8 @@ export async function createProject(
     name: string;
     roleAssertion: boolean;
     roleCheck: boolean;
+    /** Absent or UNSPECIFIED: not written into the event (the default). */
+    privateLabelingSetting?: PrivateLabelingSetting;
     ownerUserId?: string;
   },
 ): Promise<{ projectId: string; version: Version }> {
@@ -99,6 +102,7 @@ export async function createProject(
         name: cmd.name,
         project_role_assertion: cmd.roleAssertion,
         project_role_check: cmd.roleCheck,
+        ...(cmd.privateLabelingSetting ? { private_labeling_setting: cmd.privateLabelingSetting } : {}),
       }),
     ];
     if (cmd.ownerUserId) {
@@ -127,6 +131,7 @@ export async function changeProject(
       name: project.name,
       project_role_assertion: project.role_assertion,
       project_role_check: project.role_check,
+      private_labeling_setting: project.private_labeling_setting as PrivateLabelingSetting,
     };
     const changed: Record<string, unknown> = {};
     for (const [key, value] of Object.entries(cmd.change)) {

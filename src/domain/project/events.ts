@@ -44,16 +44,33 @@ export const ProjectEvent = {
   grantCascadeRemoved: "project.grant.cascade.removed",
 } as const;
 
+/**
+ * Numbers of the API's PrivateLabelingSetting: whose branding and texts the sign-ins of the project's
+ * applications show (docs/branding.md "Projects: whose branding a sign-in shows").
+ */
+export const PrivateLabelingSetting = {
+  /** The instance's until the user is known, then the user's organization's. */
+  unspecified: 0,
+  /** Always the project's organization's (pages and the sign-in's messages). */
+  enforceProjectResourceOwnerPolicy: 1,
+  /** The project's organization's until the user is known, then the user's organization's. */
+  allowLoginUserResourceOwnerPolicy: 2,
+} as const;
+export type PrivateLabelingSetting = (typeof PrivateLabelingSetting)[keyof typeof PrivateLabelingSetting];
+
 export interface ProjectAddedPayload {
   name: string;
   project_role_assertion: boolean;
   project_role_check: boolean;
+  /** Absent: UNSPECIFIED (0), as in the events written before the setting existed. */
+  private_labeling_setting?: PrivateLabelingSetting;
 }
 
 export interface ProjectChangedPayload {
   name?: string;
   project_role_assertion?: boolean;
   project_role_check?: boolean;
+  private_labeling_setting?: PrivateLabelingSetting;
 }
 
 export interface ProjectRemovedPayload {

@@ -8,6 +8,8 @@ export interface ProjectRow {
   name: string;
   role_assertion: boolean;
   role_check: boolean;
+  /** PrivateLabelingSetting (./events.ts). */
+  private_labeling_setting: number;
   sequence: number;
   changed_at: Date;
   [key: string]: unknown;
@@ -27,7 +29,7 @@ export async function holdProject(
   mode: "UPDATE" | "SHARE",
 ): Promise<ProjectRow> {
   const rows = await tx.query<ProjectRow>(
-    `SELECT id, org_id, name, role_assertion, role_check, sequence, changed_at FROM projects
+    `SELECT id, org_id, name, role_assertion, role_check, private_labeling_setting, sequence, changed_at FROM projects
      WHERE instance_id = $1 AND id = $2 FOR ${mode === "UPDATE" ? "UPDATE" : "SHARE"}`,
     [instanceId, projectId],
   );

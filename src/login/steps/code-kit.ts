@@ -19,6 +19,7 @@ import {
   NotFoundError,
   ResourceExhaustedError,
 } from "../../errors.ts";
+import { labeledDelivery } from "../../notifications/delivery.ts";
 import { LINK_PARAMS } from "../../notifications/messages/links.ts";
 import { UserCodes } from "../../services/users/code-commands.ts";
 import type { AuthRequest, UiState } from "../auth-requests.ts";
@@ -28,11 +29,14 @@ import { renderFragment } from "../render.ts";
 import type { UserAgent } from "../user-agent.ts";
 import { type Body, field, type Query, type StepKit } from "./kit.ts";
 
-/** The code commands of the users API, for the login's pages. */
-export function codesOf(login: Login): UserCodes {
-  const { config, masterKey, messages } = login.deps;
+/**
+ * The code commands of the users API, for the login's pages; `labelOrgId`: the organization whose branding
+ * and texts their messages take instead of the recipient's (`Login.messageLabelOrg` of the sign-in).
+ */
+export function codesOf(login: Login, labelOrgId?: string): UserCodes {
+  const { config, masterKey } = login.deps;
   if (!masterKey) throw new InternalError("codes need the master key");
-  return new UserCodes({ config, masterKey, messages });
+  return new UserCodes({ config, masterKey, messages: labeledDelivery(login.deps.messages, labelOrgId) });
 }
 
 /**
@@ -44,15 +48,17 @@ export type CodeOutcome = "sent" | "off" | "limit" | "none";
 
 /**
  * A new code for the user's address of `channel` through the users API's command (SendEmailCode,
- * SendPhoneCode), in the transaction of its event.
+ * SendPhoneCode), in the transaction of its event; its message labeled as the sign-in of `authRequest`
+ * says (`Login.messageLabelOrg`).
  */
 export async function sendChannelCode(
   login: Login,
   instanceId: string,
   userId: string,
   channel: "email" | "phone",
+  authRequest?: AuthRequest,
 ): Promise<CodeOutcome> {
-  const codes = codesOf(login);
+  const codes = codesOf(login, await login.messageLabelOrg(authRequest));
   let outcome: CodeOutcome = "sent";
   try {
     await login.deps.eventStore.push({ instanceId, creator: userId }, async (tx) => {

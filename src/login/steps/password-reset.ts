@@ -251,7 +251,7 @@ async function requestCode(
   try {
     const user = await findUser(db, instanceId, { loginName });
     if (authRequest.orgId !== undefined && user.orgId !== authRequest.orgId) return;
-    const codes = codesOf(login);
+    const codes = codesOf(login, await login.messageLabelOrg(authRequest));
     await eventStore.push({ instanceId, creator: user.id }, async (tx) => {
       const aggregate = foldUser(await tx.load(USER, user.id));
       if (!aggregate) throw new NotFoundError("user not found");

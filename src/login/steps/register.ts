@@ -132,7 +132,7 @@ export function registerStep(ui: FastifyInstance, kit: StepKit): void {
     await login.adoptUserAgent(request, reply, fresh, authRequest);
     await login.authRequests.attachSession(authRequest, created.sessionId);
     // the address is unverified: its code goes out as when the users API sets an unverified address
-    const notice = await sendRegistrationCode(login, instanceId, userId, values.email);
+    const notice = await sendRegistrationCode(login, instanceId, userId, values.email, authRequest);
     await login.authRequests.setUiState(authRequest, { page: "verify-email", values: { notice } });
     return reply.redirect(stepUrl("verify-email", authRequest.id), 303);
   });
@@ -149,8 +149,9 @@ export async function sendRegistrationCode(
   instanceId: string,
   userId: string,
   email: string,
+  authRequest?: AuthRequest,
 ): Promise<"sent" | "off"> {
-  const codes = codesOf(login);
+  const codes = codesOf(login, await login.messageLabelOrg(authRequest));
   let sent = false;
   await login.deps.eventStore.push({ instanceId, creator: userId }, async (tx) => {
     const user = foldUser(await tx.load(USER, userId));

@@ -127,7 +127,7 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
     const tooMany = await kit.limitPerIp(request, reply, authRequest);
     if (tooMany) return reply;
     const userId = field(request.body as Body, "userID");
-    const notice = await sendEmailCode(kit, authRequest.instanceId, userId);
+    const notice = await sendEmailCode(kit, authRequest.instanceId, userId, authRequest);
     await login.authRequests.setUiState(authRequest, {
       page: PAGE,
       values: { notice: notice === "sent" ? "resent" : notice },
@@ -158,7 +158,12 @@ export function verifyEmailStep(ui: FastifyInstance, kit: StepKit): void {
  * A new e-mail code for `userId` (`sendChannelCode`). An unknown user or one without an address is
  * answered like a sent code: the ID came from a link, and the page tells nothing about accounts.
  */
-async function sendEmailCode(kit: StepKit, instanceId: string, userId: string): Promise<CodeNotice> {
-  const outcome = await sendChannelCode(kit.login, instanceId, userId, "email");
+async function sendEmailCode(
+  kit: StepKit,
+  instanceId: string,
+  userId: string,
+  authRequest: AuthRequest,
+): Promise<CodeNotice> {
+  const outcome = await sendChannelCode(kit.login, instanceId, userId, "email", authRequest);
   return outcome === "none" ? "sent" : outcome;
 }

@@ -29,8 +29,9 @@ export const projectsProjection: Projection = {
   handlers: {
     [ProjectEvent.added]: async (tx, e) => {
       await tx.query(
-        `INSERT INTO projects (instance_id, id, org_id, name, role_assertion, role_check, created_at, changed_at, sequence)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)`,
+        `INSERT INTO projects (instance_id, id, org_id, name, role_assertion, role_check, private_labeling_setting,
+           created_at, changed_at, sequence)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)`,
         [
           e.instanceId,
           e.aggregateId,
@@ -38,6 +39,7 @@ export const projectsProjection: Projection = {
           e.payload!.name,
           e.payload!.project_role_assertion === true,
           e.payload!.project_role_check === true,
+          Number(e.payload!.private_labeling_setting ?? 0),
           e.createdAt,
           e.sequence,
         ],
@@ -47,7 +49,8 @@ export const projectsProjection: Projection = {
       const p = e.payload!;
       await tx.query(
         `UPDATE projects SET name = coalesce($3, name), role_assertion = coalesce($4, role_assertion),
-           role_check = coalesce($5, role_check), changed_at = $6, sequence = $7
+           role_check = coalesce($5, role_check),
+           private_labeling_setting = coalesce($8::smallint, private_labeling_setting), changed_at = $6, sequence = $7
          WHERE instance_id = $1 AND id = $2`,
         [
           e.instanceId,
@@ -57,6 +60,7 @@ export const projectsProjection: Projection = {
           p.project_role_check ?? null,
           e.createdAt,
           e.sequence,
+          p.private_labeling_setting ?? null,
         ],
       );
     },

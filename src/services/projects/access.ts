@@ -15,6 +15,7 @@ export interface ProjectRow {
   name: string;
   role_assertion: boolean;
   role_check: boolean;
+  private_labeling_setting: number;
   management: boolean;
   created_at: Date;
   changed_at: Date;
@@ -22,7 +23,7 @@ export interface ProjectRow {
   [key: string]: unknown;
 }
 
-export const PROJECT_COLUMNS = `p.id, p.org_id, p.name, p.role_assertion, p.role_check,
+export const PROJECT_COLUMNS = `p.id, p.org_id, p.name, p.role_assertion, p.role_check, p.private_labeling_setting,
   coalesce(i.iam_project_id = p.id, false) AS management, p.created_at, p.changed_at, p.sequence`;
 export const PROJECT_FROM = "projects p LEFT JOIN instances i ON i.id = p.instance_id";
 

@@ -79,6 +79,7 @@ describe("projects, roles and project grants", () => {
       name: "Shop",
       project_role_assertion: true,
       project_role_check: false,
+      private_labeling_setting: "PRIVATE_LABELING_SETTING_UNSPECIFIED",
     });
     assert.equal(got.json.project.management_project, false);
     assert.equal(got.json.project.details.sequence, created.json.details.sequence);
@@ -100,6 +101,7 @@ describe("projects, roles and project grants", () => {
       name: "Shop 2",
       project_role_assertion: true,
       project_role_check: true,
+      private_labeling_setting: "PRIVATE_LABELING_SETTING_UNSPECIFIED",
     });
 
     // Another organization through ctx.org_id; searches are ctx-scoped.
@@ -188,6 +190,64 @@ describe("projects, roles and project grants", () => {
     assert.equal(back.status, 200, back.text);
   });
 
+  it("private_labeling_setting round-trips through create, get, patch and search, REST and gRPC", async () => {
+    const ENFORCE = "PRIVATE_LABELING_SETTING_ENFORCE_PROJECT_RESOURCE_OWNER_POLICY";
+    const ALLOW = "PRIVATE_LABELING_SETTING_ALLOW_LOGIN_USER_RESOURCE_OWNER_POLICY";
+    const created = await rest("POST", PROJECTS, {
+      json: { name: "Labeled", private_labeling_setting: ENFORCE },
+    });
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.details.id as string;
+    const setting = async () =>
+      (await rest("GET", `${PROJECTS}/${id}`)).json.project.project.private_labeling_setting;
+    assert.equal(await setting(), ENFORCE);
+    // the event carries it (as a number); a project without one has none in its event (as before)
+    const [added] = await eventsOf(id);
+    assert.deepEqual(added, {
+      type: "project.added",
+      payload: {
+        name: "Labeled",
+        project_role_assertion: false,
+        project_role_check: false,
+        private_labeling_setting: 1,
+      },
+    });
+    const plain = await createProject("Unlabeled");
+    assert.equal((await eventsOf(plain))[0].payload.private_labeling_setting, undefined);
+
+    // a patch of other fields keeps it; a patch of it alone changes it
+    assert.equal((await rest("PATCH", `${PROJECTS}/${id}`, { json: { name: "Labeled 2" } })).status, 200);
+    assert.equal(await setting(), ENFORCE);
+    const patched = await rest("PATCH", `${PROJECTS}/${id}`, { json: { private_labeling_setting: ALLOW } });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal(await setting(), ALLOW);
+    assert.deepEqual((await eventsOf(id)).at(-1), {
+      type: "project.changed",
+      payload: { private_labeling_setting: 2 },
+    });
+    // the same value again stores nothing
+    const count = await eventCount(platform);
+    await rest("PATCH", `${PROJECTS}/${id}`, { json: { private_labeling_setting: ALLOW } });
+    assert.equal(await eventCount(platform), count);
+
+    const found = await rest("POST", `${PROJECTS}/_search`, { json: [{ in_ids: { ids: [id] } }] });
+    assert.equal(found.status, 200, found.text);
+    assert.equal(found.json.result[0].project.private_labeling_setting, ALLOW);
+
+    // over gRPC: set and read; UNSPECIFIED given explicitly resets it (the field has presence)
+    await grpcCall(platform, owner, PlatformProjects, "PatchProject", {
+      id,
+      project: { privateLabelingSetting: ENFORCE },
+    });
+    const viaGrpc = await grpcCall(platform, owner, PlatformProjects, "GetProject", { id });
+    assert.equal((viaGrpc.project as Json).project.private_labeling_setting, ENFORCE);
+    await grpcCall(platform, owner, PlatformProjects, "PatchProject", {
+      id,
+      project: { privateLabelingSetting: 0 },
+    });
+    assert.equal(await setting(), "PRIVATE_LABELING_SETTING_UNSPECIFIED");
+  });
+
   it("bad input: 400 naming the field, nothing stored", async () => {
     const id = await createProject("Validated");
     const cases: Array<[string, string, unknown, RegExp]> = [
@@ -197,6 +257,30 @@ describe("projects, roles and project grants", () => {
       ["POST", PROJECTS, undefined, /^project: is required$/],
       ["POST", PROJECTS, { name: "a", colour: "red" }, /colour/],
       ["POST", PROJECTS, { name: "a", project_role_check: "yes" }, /project_role_check/],
+      [
+        "POST",
+        PROJECTS,
+        { name: "a", private_labeling_setting: "PRIVATE_LABELING_SETTING_SOMETIMES" },
+        /^project\.private_labeling_setting: unknown value "PRIVATE_LABELING_SETTING_SOMETIMES"$/,
+      ],
+      [
+        "POST",
+        PROJECTS,
+        { name: "a", private_labeling_setting: 7 },
+        /^project\.private_labeling_setting: must be a defined value$/,
+      ],
+      [
+        "PATCH",
+        `${PROJECTS}/${id}`,
+        { private_labeling_setting: "PRIVATE_LABELING_SETTING_SOMETIMES" },
+        /private_labeling_setting/,
+      ],
+      [
+        "PATCH",
+        `${PROJECTS}/${id}`,
+        { private_labeling_setting: 3 },
+        /^project\.private_labeling_setting: must be a defined value$/,
+      ],
       ["PATCH", `${PROJECTS}/${id}`, { name: "" }, /^project\.name: must not be empty$/],
       ["POST", `${PROJECTS}/${id}/roles`, { key: "", display_name: "d" }, /^role\.key: is required$/],
       ["POST", `${PROJECTS}/${id}/roles`, { key: "a b", display_name: "d" }, /^role\.key: must match/],
@@ -478,18 +562,21 @@ describe("projects, roles and project grants", () => {
       name: "Presence",
       project_role_assertion: true,
       project_role_check: false,
+      private_labeling_setting: "PRIVATE_LABELING_SETTING_UNSPECIFIED",
     });
     await grpc("PatchProject", { id, project: { project_role_assertion: false } });
     assert.deepEqual(await project(), {
       name: "Presence",
       project_role_assertion: false,
       project_role_check: false,
+      private_labeling_setting: "PRIVATE_LABELING_SETTING_UNSPECIFIED",
     });
     await grpc("PatchProject", { id, project: { name: "Presence 2" } });
     assert.deepEqual(await project(), {
       name: "Presence 2",
       project_role_assertion: false,
       project_role_check: false,
+      private_labeling_setting: "PRIVATE_LABELING_SETTING_UNSPECIFIED",
     });
 
     // Role: the display name alone keeps the group; the group alone (emptied) keeps the display name.

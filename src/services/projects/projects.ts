@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { changeProject, createProject, removeProject } from "../../domain/project/commands.ts";
-import { PROJECT } from "../../domain/project/events.ts";
+import { PROJECT, type PrivateLabelingSetting } from "../../domain/project/events.ts";
 import { InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import {
   type GetProject,
@@ -38,6 +38,7 @@ function toGetProject(row: ProjectRow): GetProject {
       name: row.name,
       projectRoleAssertion: row.role_assertion,
       projectRoleCheck: row.role_check,
+      privateLabelingSetting: Number(row.private_labeling_setting),
     }),
     managementProject: row.management === true,
   });
@@ -95,6 +96,7 @@ export function projectRpcs(deps: ServiceDeps): Partial<ServiceImpl<typeof Platf
         name: nonBlank(input.name, "project.name"),
         roleAssertion: input.projectRoleAssertion,
         roleCheck: input.projectRoleCheck,
+        privateLabelingSetting: input.privateLabelingSetting as PrivateLabelingSetting,
         ownerUserId,
       });
       return { details: resourceDetails({ id: projectId, ...version, owner: orgOwner(orgId) }) };
@@ -116,6 +118,7 @@ export function projectRpcs(deps: ServiceDeps): Partial<ServiceImpl<typeof Platf
           name: input?.name === undefined ? undefined : nonBlank(input.name, "project.name"),
           project_role_assertion: input?.projectRoleAssertion,
           project_role_check: input?.projectRoleCheck,
+          private_labeling_setting: input?.privateLabelingSetting as PrivateLabelingSetting | undefined,
         },
       });
       return { details: resourceDetails({ id: req.id, ...version, owner: orgOwner(call.project.org_id) }) };

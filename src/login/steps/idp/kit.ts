@@ -132,7 +132,7 @@ export async function signIn(
   await login.authRequests.attachSession(authRequest, sessionId);
   let next = stepUrl("complete", authRequest.id);
   if (user.unverifiedEmail) {
-    const notice = await sendRegistrationCode(login, instanceId, user.id, user.unverifiedEmail);
+    const notice = await sendRegistrationCode(login, instanceId, user.id, user.unverifiedEmail, authRequest);
     await login.authRequests.setUiState(authRequest, { page: "verify-email", values: { notice } });
     next = stepUrl("verify-email", authRequest.id);
   } else await login.authRequests.setUiState(authRequest, {});

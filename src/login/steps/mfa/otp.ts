@@ -18,6 +18,7 @@ import {
   otpChallenge,
   otpCheck,
 } from "../../../domain/user/factors/otp.ts";
+import { labeledDelivery } from "../../../notifications/delivery.ts";
 import type { AuthRequest } from "../../auth-requests.ts";
 import { sendPage } from "../../render.ts";
 import { withCodeCheck } from "../../sessions.ts";
@@ -54,13 +55,16 @@ function otpStep(channel: Channel) {
   return (ui: FastifyInstance, kit: StepKit): void => {
     const { login } = kit;
 
-    /** A new code for the session: sent through the notification outbox. */
-    const send = (mfa: MfaRequest) =>
-      checkOnSession(login, mfa.instanceId, mfa.session, {
-        challenges: [
-          otpChallenge({ masterKey: masterKeyOf(login), messages: login.deps.messages }, channel.type, false),
-        ],
+    /**
+     * A new code for the session: sent through the notification outbox, labeled as the sign-in says
+     * (`Login.messageLabelOrg`).
+     */
+    const send = async (mfa: MfaRequest) => {
+      const messages = labeledDelivery(login.deps.messages, await login.messageLabelOrg(mfa.authRequest));
+      return checkOnSession(login, mfa.instanceId, mfa.session, {
+        challenges: [otpChallenge({ masterKey: masterKeyOf(login), messages }, channel.type, false)],
       });
+    };
 
     /** Back to the page with a notice or an error. */
     const back = async (
