@@ -53,7 +53,7 @@ describe("embedded database in a Platform process", { skip: onPostgres && "embed
     const dir = await dataDir();
     // The shell writes the lock in the format of earlier releases (the bare pid), naming itself, then
     // becomes Platform with `exec`: the same pid, as after a container restart.
-    const started = await startProcess({ PLATFORM_DATA_DIR: dir, PLATFORM_PORT: "0" }, 20_000, [
+    const started = await startProcess({ PLATFORM_DATA_DIR: dir, PLATFORM_PORT: "0" }, undefined, [
       "sh",
       "-c",
       'printf %s "$$" > "$1/platform.lock" && exec "$2" "$3" start',

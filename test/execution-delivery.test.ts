@@ -20,7 +20,7 @@ describe("event deliveries across processes", () => {
   });
 
   async function start(env: Record<string, string>) {
-    const p = await startProcess(env, 60_000);
+    const p = await startProcess(env);
     running.push(p);
     return p;
   }

@@ -22,7 +22,7 @@ describe("notification messages across processes", () => {
   });
 
   async function start(env: Record<string, string>) {
-    const p = await startProcess(env, 60_000);
+    const p = await startProcess(env);
     running.push(p);
     return p;
   }
