@@ -21,7 +21,8 @@ async function countEvents(backend: TestBackend): Promise<number> {
   }
 }
 
-describe("platform CLI", () => {
+// Each test has a backend of its own: three at a time (they mostly wait for the processes they start).
+describe("platform CLI", { concurrency: 3 }, () => {
   const backends: TestBackend[] = [];
   const backend = async () => {
     const b = await freshBackend();

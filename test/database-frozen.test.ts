@@ -83,7 +83,7 @@ describe("a frozen database (SIGSTOP)", { skip }, () => {
     }
 
     let status = 0;
-    for (let i = 0; i < 50 && status !== 200; i++) {
+    for (let i = 0; i < testTime(50) && status !== 200; i++) {
       status = (await search()).status;
       if (status !== 200) await sleep(200);
     }
