@@ -102,7 +102,8 @@ export interface AxeViolation {
  * protocol, so the page's CSP, which allows no script, does not stop it).
  */
 export async function axeViolations(page: Page): Promise<AxeViolation[]> {
-  await page.evaluate(axeSource);
+  // axe-core's source (some 500 kB) once per document, not once per run (pages are checked in both schemes)
+  if (!(await page.evaluate(`typeof window.axe === "object"`))) await page.evaluate(axeSource);
   return (await page.evaluate(`(async () => {
     const result = await window.axe.run(document, {
       runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] },
