@@ -8,6 +8,7 @@ import {
   type TestBackend,
   type TestPlatform,
   testTime,
+  testTimeScale,
 } from "../../test/helpers.ts";
 import { basic, type MachineClient, machineClient, ownerToken, postForm } from "../../test/oidc.ts";
 import { runPlatform } from "../../test/process.ts";
@@ -110,13 +111,15 @@ describe("OIDC signing keys", () => {
     const masterKey = resolveMasterKey(platform!.config);
     // Windows of a few seconds (scaled for a loaded machine): generating an RSA key takes up to a second
     // on a busy machine.
+    const k = testTimeScale();
+    const ms = (n: number) => Math.round(n * k);
     const policy = {
-      signForMs: testTime(6000),
-      publishAfterMs: testTime(20_000),
-      prepublishMs: testTime(3000),
+      signForMs: ms(6000),
+      publishAfterMs: ms(20_000),
+      prepublishMs: ms(3000),
       cacheMs: 100,
     };
-    const margin = policy.prepublishMs - testTime(500);
+    const margin = ms(2500);
     // Two key stores on one database stand for two processes.
     const a = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
     const b = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
@@ -157,10 +160,12 @@ describe("OIDC signing keys", () => {
   it("automatic successors keep the configuration of the key an administrator activated", async () => {
     const masterKey = resolveMasterKey(platform!.config);
     // Windows of seconds, with margins for a busy machine (scaled for a loaded one).
+    const k = testTimeScale();
+    const ms = (n: number) => Math.round(n * k);
     const policy = {
-      signForMs: testTime(10_000),
-      publishAfterMs: testTime(30_000),
-      prepublishMs: testTime(8000),
+      signForMs: ms(10_000),
+      publishAfterMs: ms(30_000),
+      prepublishMs: ms(8000),
       cacheMs: 100,
     };
     const keys = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
@@ -172,7 +177,7 @@ describe("OIDC signing keys", () => {
     const activated = await keys.active(instance);
     assert.equal(activated.kid, id);
     // In the last seconds of its window its successor is published, of the same configuration.
-    await sleep(activated.activeUntil!.getTime() - Date.now() - testTime(5000));
+    await sleep(activated.activeUntil!.getTime() - Date.now() - ms(5000));
     await keys.active(instance);
     const listed = await keys.list(instance);
     const successor = listed.find((l) => l.key.activeFrom?.getTime() === activated.activeUntil!.getTime());
