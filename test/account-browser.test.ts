@@ -17,6 +17,7 @@ import { addMachineUser, eventCount, restClient } from "./helpers.ts";
 import { addHuman, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
 import { axeViolations, launchChromium, PASSWORD, watchProblems } from "./login-browser.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "./smtp-receiver.ts";
+import { testTime } from "./time.ts";
 
 const USERS = "/resources/v3alpha/users";
 
@@ -202,14 +203,14 @@ describe("account page in Chromium", () => {
     );
     failures.push(...(await axe(page, "e-mail unverified, with its code form")));
     let mail: (typeof smtp.received)[number] | undefined;
-    for (let i = 0; i < 400 && !mail; i++) {
+    for (let i = 0; i < testTime(400) && !mail; i++) {
       mail = smtp.received.find((m) => m.envelope.to.includes("odile@new.example"));
       if (!mail) await new Promise((r) => setTimeout(r, 25));
     }
     const code = /[?&]code=([A-Z2-9]{8})/.exec(mail?.mail.text ?? "")?.[1];
     assert.ok(code, "a code mailed to the new address");
     let notice: (typeof smtp.received)[number] | undefined;
-    for (let i = 0; i < 400 && !notice; i++) {
+    for (let i = 0; i < testTime(400) && !notice; i++) {
       notice = smtp.received.find(
         (m) =>
           m.envelope.to.includes("odile@example.com") && /address .* was changed/.test(m.mail.subject ?? ""),

@@ -14,7 +14,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { image, patchBranding, solidPng, svgLogo, svgWithScript } from "./branding.ts";
-import { addMachineUser, addOrg, restClient } from "./helpers.ts";
+import { addMachineUser, addOrg, restClient, testTime } from "./helpers.ts";
 import { createAuthRequest, type LoginTestPlatform, startLoginPlatform } from "./login.ts";
 import { axeViolations, launchChromium, watchProblems } from "./login-browser.ts";
 
@@ -155,7 +155,7 @@ describe("branding in Chromium", () => {
     await control.goto(`${beacon.url}/plain.svg`);
     await control.waitForFunction("window.svgRan === true");
     await control.context().close();
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + testTime(5_000);
     while (beacon.hits.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     assert.ok(beacon.hits.length > 0, "the control SVG made its request");
     beacon.hits.length = 0;

@@ -28,6 +28,7 @@ import {
   tempDir,
 } from "./helpers.ts";
 import { startProcess } from "./process.ts";
+import { testTime } from "./time.ts";
 
 const GET_USER = "/platform.resources.user.v3alpha.PlatformUsers/GetUser";
 
@@ -249,7 +250,7 @@ describe("PostgreSQL ends every connection under load", () => {
         try {
           const response = await fetch(`${server.url}${route}`, {
             ...init,
-            signal: AbortSignal.timeout(30_000),
+            signal: AbortSignal.timeout(testTime(30_000)),
           });
           const text = await response.text();
           return { status: response.status, text, retryAfter: response.headers.get("retry-after") };
@@ -317,7 +318,7 @@ describe("PostgreSQL ends every connection under load", () => {
       let rounds = 0;
       const started = Date.now();
       const kinds = ["idle", "transaction", "listen", "lease"];
-      while (rounds < 10 || (hit.size < kinds.length && Date.now() - started < 60_000)) {
+      while (rounds < 10 || (hit.size < kinds.length && Date.now() - started < testTime(60_000))) {
         const { rows } = await admin.query<{ state: string; query: string; in_transaction: boolean }>(
           `SELECT state, query, pg_terminate_backend(pid),
                   state LIKE 'idle in transaction%' OR (state = 'active' AND xact_start < query_start)
@@ -360,7 +361,7 @@ describe("PostgreSQL ends every connection under load", () => {
 
       // recovered by itself
       let ready: Reply | undefined;
-      for (let i = 0; i < 100 && ready?.status !== 200; i++) ready = await call("GET", "/ready");
+      for (let i = 0; i < testTime(100) && ready?.status !== 200; i++) ready = await call("GET", "/ready");
       assert.equal(ready?.status, 200);
       for (const [what, request] of requests) {
         const reply = await request();
@@ -372,7 +373,7 @@ describe("PostgreSQL ends every connection under load", () => {
       }
       // the LISTEN connection and the process lease are back
       const back = async (sql: string) => {
-        for (let i = 0; i < 100; i++) {
+        for (let i = 0; i < testTime(100); i++) {
           if ((await admin.query(sql, [dbName])).rowCount === 1) return true;
           await sleep(100);
         }

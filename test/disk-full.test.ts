@@ -15,6 +15,7 @@ import { after, describe, it, type TestContext } from "node:test";
 import { PgliteDatabase } from "../src/storage/pglite.ts";
 import { childEnv, tempDir } from "./helpers.ts";
 import { type RunningProcess, startProcess } from "./process.ts";
+import { testTime } from "./time.ts";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
 const ORGS = "/resources/v3alpha/organizations";
@@ -29,7 +30,7 @@ interface Reply {
 /** A request; status 0 when no answer came within 10 s (a hung server). */
 async function send(url: string, init: RequestInit = {}): Promise<Reply> {
   try {
-    const response = await fetch(url, { ...init, signal: AbortSignal.timeout(10_000) });
+    const response = await fetch(url, { ...init, signal: AbortSignal.timeout(testTime(10_000)) });
     const text = await response.text();
     let json: unknown;
     try {
@@ -200,7 +201,7 @@ describe("embedded database on a full disk", { skip: onPostgres && "embedded dat
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
     const code = await new Promise<number | null | "hung">((resolve) => {
-      const timer = setTimeout(() => resolve("hung"), 90_000);
+      const timer = setTimeout(() => resolve("hung"), testTime(90_000));
       child.on("exit", (status) => {
         clearTimeout(timer);
         resolve(status);

@@ -16,6 +16,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { registerDocs } from "../src/api/openapi/plugin.ts";
 import { PlatformFeatureSettings } from "../src/gen/platform/settings/feature/v3alpha/feature_service_pb.ts";
 import { PlatformLanguageSettings } from "../src/gen/platform/settings/language/v3alpha/language_service_pb.ts";
+import { testTime, withScaledTimeouts } from "./time.ts";
 
 // the policy src/server/server.ts sets on text/html responses
 const CSP =
@@ -42,18 +43,20 @@ before(async () => {
     existsSync(chromiumPath),
     `Chromium not found at ${chromiumPath}: install it (apt-get install -y chromium) or set CHROMIUM_PATH`,
   );
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-dev-shm-usage",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
+  browser = withScaledTimeouts(
+    await chromium.launch({
+      executablePath: chromiumPath,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    }),
+  );
 });
 
 after(async () => {
@@ -131,7 +134,7 @@ async function bodyText(page: Page): Promise<string> {
 
 /** Waits until the page's text contains every needle. */
 async function waitForText(page: Page, needles: string[], timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + testTime(timeoutMs);
   for (;;) {
     const text = await bodyText(page);
     const missing = needles.filter((n) => !text.includes(n));

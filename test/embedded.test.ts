@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { freshBackend, type TestBackend, tempDir } from "./helpers.ts";
+import { freshBackend, type TestBackend, tempDir, testTime } from "./helpers.ts";
 import { bin, runPlatform, startProcess } from "./process.ts";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
@@ -24,11 +24,11 @@ async function deadPid(): Promise<number> {
 
 /**
  * VmRSS of a process in MB once it idles: read every second until below `limitMb`, for at most `forMs`
- * (V8 gives back start-up garbage on its own after some 20-40 s of idling on a quiet machine, later on a
- * busy one).
+ * scaled by `testTime` (V8 gives back start-up garbage on its own after some 20-40 s of idling on a quiet
+ * machine, later on a busy one).
  */
 async function idleRssMb(pid: number, limitMb: number, forMs = 90_000): Promise<number> {
-  const deadline = Date.now() + forMs;
+  const deadline = Date.now() + testTime(forMs);
   await sleep(1_000);
   while (true) {
     const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1];
@@ -38,7 +38,12 @@ async function idleRssMb(pid: number, limitMb: number, forMs = 90_000): Promise<
   }
 }
 
-describe("embedded database in a Platform process", { skip: onPostgres && "embedded database only" }, () => {
+// The tests use data directories of their own and run at the same time: the idle-memory test spends most
+// of its time waiting for the process to give back its start-up garbage.
+describe("embedded database in a Platform process", {
+  skip: onPostgres && "embedded database only",
+  concurrency: true,
+}, () => {
   const backends: TestBackend[] = [];
   const dataDir = async () => {
     const backend = await freshBackend();
@@ -53,7 +58,7 @@ describe("embedded database in a Platform process", { skip: onPostgres && "embed
     const dir = await dataDir();
     // The shell writes the lock in the format of earlier releases (the bare pid), naming itself, then
     // becomes Platform with `exec`: the same pid, as after a container restart.
-    const started = await startProcess({ PLATFORM_DATA_DIR: dir, PLATFORM_PORT: "0" }, 20_000, [
+    const started = await startProcess({ PLATFORM_DATA_DIR: dir, PLATFORM_PORT: "0" }, undefined, [
       "sh",
       "-c",
       'printf %s "$$" > "$1/platform.lock" && exec "$2" "$3" start',
@@ -139,7 +144,7 @@ describe("embedded database in a Platform process", { skip: onPostgres && "embed
 
   it("idles below 250 MB resident after the first start and after a restart", {
     skip: process.platform !== "linux" && "reads /proc",
-    timeout: 300_000,
+    timeout: testTime(300_000),
   }, async () => {
     // A fresh directory, not the test template: the first start creates the database.
     const dir = tempDir("pglite-fresh-");
@@ -148,6 +153,7 @@ describe("embedded database in a Platform process", { skip: onPostgres && "embed
     const figures: string[] = [];
     try {
       for (const run of ["first start", "restart"]) {
+        // a fresh directory: the first start creates the database
         const started = await startProcess(env, 120_000);
         try {
           assert.equal(run === "first start", /first start: created instance/.test(started.stdout()));

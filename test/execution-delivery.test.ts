@@ -5,6 +5,7 @@ import { after, describe, it } from "node:test";
 import { actionsClient, TestTarget } from "../src/execution/testing.ts";
 import { freshBackend, restClient, type TestBackend, tempDir } from "./helpers.ts";
 import { freePort, type RunningProcess, startProcess } from "./process.ts";
+import { testTime } from "./time.ts";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
 
@@ -20,7 +21,7 @@ describe("event deliveries across processes", () => {
   });
 
   async function start(env: Record<string, string>) {
-    const p = await startProcess(env, 60_000);
+    const p = await startProcess(env);
     running.push(p);
     return p;
   }
@@ -83,7 +84,7 @@ describe("event deliveries across processes", () => {
     assert.deepEqual([...received].sort(), [...created].sort(), "every event arrived, none lost");
 
     const rest = restClient(second, () => token);
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + testTime(30_000);
     for (;;) {
       const delivered = await rest("POST", "/resources/v3alpha/executions/deliveries/_search", {
         json: [{ status: { status: "DELIVERY_STATUS_DELIVERED" } }],

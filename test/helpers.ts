@@ -8,6 +8,8 @@ import { type Config, loadConfig } from "../src/config.ts";
 import type { Resolve } from "../src/net/outbound.ts";
 import { createPlatform, listen, type Platform } from "../src/platform.ts";
 
+export { testTime, testTimeScale } from "./time.ts";
+
 export const ADMIN_PASSWORD = "Password1!";
 
 /**

@@ -19,6 +19,7 @@ import pg from "pg";
 import { PgliteDatabase } from "../src/storage/pglite.ts";
 import { freshBackend, type TestBackend, tempDir } from "./helpers.ts";
 import { type RunningProcess, startProcess } from "./process.ts";
+import { testTime } from "./time.ts";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
 const ORGS = "/resources/v3alpha/organizations";
@@ -47,7 +48,7 @@ async function call(
         ...(options.key ? { "idempotency-key": options.key } : {}),
       },
       body: options.json === undefined ? undefined : JSON.stringify(options.json),
-      signal: AbortSignal.timeout(30_000),
+      signal: AbortSignal.timeout(testTime(30_000)),
     });
     return { status: response.status, json: (await response.json()) as Reply["json"] };
   } catch {
@@ -120,7 +121,7 @@ describe("Idempotency-Key after a crash between commit and answer", () => {
           [FIRST],
         )
       ).rowCount;
-    for (let i = 0; i < 300 && !(await held()); i++) await sleep(100);
+    for (let i = 0; i < testTime(300) && !(await held()); i++) await sleep(100);
     assert.equal(await held(), 1, "the first process is storing its answer");
 
     // while that process runs, a retry is in progress
@@ -134,7 +135,7 @@ describe("Idempotency-Key after a crash between commit and answer", () => {
     await db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [
       FIRST,
     ]);
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < testTime(100); i++) {
       const left = await db.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [FIRST]);
       if (left.rowCount === 0) break;
       await sleep(100);

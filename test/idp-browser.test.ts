@@ -26,6 +26,7 @@ import {
   watchProblems,
 } from "./login-browser.ts";
 import { startSmtpReceiver } from "./smtp-receiver.ts";
+import { testTime } from "./time.ts";
 
 let federation: Federation;
 let platform: TestPlatform;
@@ -289,7 +290,7 @@ describe("signing in with an external OpenID Connect provider (a second Platform
     const smtpProvider = `/resources/v3alpha/smtp_providers/${created.json.details.id}`;
     assert.equal((await rest()("POST", `${smtpProvider}/_activate`)).status, 200);
     const codeTo = async (address: string) => {
-      for (let i = 0; i < 400; i++) {
+      for (let i = 0; i < testTime(400); i++) {
         const mail = smtp.received.find((m) => m.envelope.to.includes(address));
         const code = /[?&]code=([A-Z2-9]{8})/.exec(mail?.mail.text ?? "")?.[1];
         if (code) return code;

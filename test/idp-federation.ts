@@ -17,7 +17,7 @@ import { createInstance } from "../src/domain/instance/commands.ts";
 import { addHumanEvent } from "../src/domain/user/commands.ts";
 import { newId } from "../src/id.ts";
 import { authorizePath, createOidcApp, createProject } from "./authorize.ts";
-import { type RestCall, restClient, startPlatform, type TestPlatform } from "./helpers.ts";
+import { type RestCall, restClient, startPlatform, type TestPlatform, testTime } from "./helpers.ts";
 import { type ClientApp, PASSWORD } from "./login-browser.ts";
 import { client, discover, ownerToken } from "./oidc.ts";
 import { freePort } from "./process.ts";
@@ -226,7 +226,7 @@ export async function startFederation(app: ClientApp): Promise<Federation> {
     return {
       url: `${platform.url}${path}`,
       redeem: async (page: Page) => {
-        await page.waitForURL(`${app.callback}?**`, { timeout: 15_000 }).catch(async (error) => {
+        await page.waitForURL(`${app.callback}?**`, { timeout: testTime(15_000) }).catch(async (error) => {
           throw new Error(
             `not back at the shop: ${page.url()}\n${await page
               .locator("main")

@@ -17,6 +17,7 @@ import type { AuthRequestInput } from "../src/login/index.ts";
 import { giveMemberData } from "./account-data.ts";
 import type { Federation } from "./idp-federation.ts";
 import { addHuman, createAuthRequest, type LoginTestPlatform } from "./login.ts";
+import { withScaledTimeouts } from "./time.ts";
 
 export const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
@@ -25,19 +26,21 @@ export async function launchChromium(): Promise<Browser> {
     existsSync(chromiumPath),
     `Chromium not found at ${chromiumPath}: install it (apt-get install -y chromium) or set CHROMIUM_PATH`,
   );
-  return chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-dev-shm-usage",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-      "--font-render-hinting=none",
-    ],
-  });
+  return withScaledTimeouts(
+    await chromium.launch({
+      executablePath: chromiumPath,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--font-render-hinting=none",
+      ],
+    }),
+  );
 }
 
 /** The client application: a local HTTP server whose redirect URI answers a page and records form posts. */
@@ -99,7 +102,8 @@ export interface AxeViolation {
  * protocol, so the page's CSP, which allows no script, does not stop it).
  */
 export async function axeViolations(page: Page): Promise<AxeViolation[]> {
-  await page.evaluate(axeSource);
+  // axe-core's source (some 500 kB) once per document, not once per run (pages are checked in both schemes)
+  if (!(await page.evaluate(`typeof window.axe === "object"`))) await page.evaluate(axeSource);
   return (await page.evaluate(`(async () => {
     const result = await window.axe.run(document, {
       runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] },

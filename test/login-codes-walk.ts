@@ -10,6 +10,7 @@ import { addMachineUser, type RestCall, restClient } from "./helpers.ts";
 import { createAuthRequest, type LoginTestPlatform } from "./login.ts";
 import { type ClientApp, PASSWORD, watchProblems } from "./login-browser.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "./smtp-receiver.ts";
+import { testTime } from "./time.ts";
 
 export const SMTP_PROVIDERS = "/resources/v3alpha/smtp_providers";
 export const NEW_PASSWORD = "N3w-Secret-Passw0rd!";
@@ -52,7 +53,7 @@ export async function addWalkMail(platform: LoginTestPlatform): Promise<WalkMail
   const providerId = created.json.details.id as string;
   assert.equal((await rest("POST", `${SMTP_PROVIDERS}/${providerId}/_activate`)).status, 200);
   const linkTo = async (address: string, path: string, skip = 0) => {
-    for (let i = 0; i < 400; i++) {
+    for (let i = 0; i < testTime(400); i++) {
       const mails = smtp.received.filter(
         (m) => m.envelope.to.includes(address) && (m.mail.text ?? "").includes(`${path}?`),
       );

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, describe, it } from "node:test";
 import { resolveLogFormat } from "../src/server/log.ts";
-import { childEnv, freshBackend, type TestBackend } from "./helpers.ts";
+import { childEnv, freshBackend, type TestBackend, testTime } from "./helpers.ts";
 
 /*
  * Log lines for a person on a terminal, JSON lines for everything else. `script` (util-linux) runs
@@ -82,8 +82,9 @@ function start(env: Record<string, string>, tty: boolean): Promise<Started> {
   child.stderr!.on("data", (d) => (stderr += d));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const output = () => raw.replaceAll("\r\n", "\n");
-  const waitFor = (pattern: RegExp, timeoutMs = 20_000) =>
+  const waitFor = (pattern: RegExp, idleMs = 20_000) =>
     new Promise<void>((resolve, reject) => {
+      const timeoutMs = testTime(idleMs);
       const check = () => {
         if (!pattern.test(output())) return;
         listeners.delete(check);

@@ -2,8 +2,8 @@
  * Audience scopes across processes on one PostgreSQL database: which projects a client may name
  * (`urn:platform:iam:org:project:id:<id>:aud`) is cached per process for 2 s (src/oidc/project-audiences.ts).
  * What process A changes — a project granted to another organization, the grant deactivated, the project
- * removed — process B must answer within LAG_MS after A answered (its LISTEN connection hears A's
- * notification), not when its entries expire. Each step first has B cache the old state.
+ * removed — process B must answer before the entry it cached could have expired (its LISTEN connection
+ * hears A's notification), not when it expires. Each step first has B cache the old state.
  *
  * PostgreSQL only (the embedded database serves one process): skipped without DATABASE_URL. Two Platforms in
  * this test process, each with its own caches and LISTEN connection.
@@ -19,26 +19,43 @@ import {
   startPlatform,
   type TestBackend,
   type TestPlatform,
+  testTime,
 } from "./helpers.ts";
 import { basic, type MachineClient, machineClient, postForm } from "./oidc.ts";
 
 const skip = process.env.DATABASE_URL ? false : "needs PostgreSQL (DATABASE_URL)";
-/** How soon B must answer the new state after A answered the change (the cache expires after 2 s). */
-const LAG_MS = 500;
+/** How long B keeps an entry (AUDIENCE_CACHE_MS): B must answer the new state before it could have expired. */
+const CACHE_MS = 2_000;
 const PROJECTS = "/resources/v3alpha/projects";
 const aud = (project: string) => `openid urn:platform:iam:org:project:id:${project}:aud`;
 
-/** Milliseconds until `changed` first answers true, asking again right away; fails after LAG_MS. */
-async function lagUntil(what: string, changed: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
+/**
+ * Asks B (`changed`) again and again, right away, until it answers the new state, and asserts that it did
+ * so before the entry B cached at `cachedAt` (performance.now() before the request that cached it) could
+ * have expired, `cacheMs` later: so B dropped the entry on A's notification, not on its expiry. How soon
+ * B follows is the benchmarks' business; this gives up after a limit scaled for a loaded machine. Returns
+ * when the answering request was sent (it cached the new state) and the entry's age then.
+ */
+async function followedBeforeExpiry(
+  what: string,
+  cachedAt: number,
+  cacheMs: number,
+  changed: () => Promise<boolean>,
+): Promise<{ asked: number; age: number }> {
+  const giveUp = performance.now() + testTime(cacheMs + 5_000);
   for (;;) {
+    const asked = performance.now();
     const done = await changed();
-    const elapsed = performance.now() - started;
+    const answered = performance.now();
+    const age = answered - cachedAt;
     if (done) {
-      assert.ok(elapsed <= LAG_MS, `${what}: only after ${Math.round(elapsed)} ms (limit ${LAG_MS} ms)`);
-      return elapsed;
+      assert.ok(
+        age < cacheMs,
+        `${what}: only ${Math.round(age)} ms after B cached the old state (kept ${cacheMs} ms)`,
+      );
+      return { asked, age };
     }
-    if (elapsed > LAG_MS + 3_000) assert.fail(`${what}: not after ${Math.round(elapsed)} ms`);
+    if (answered > giveUp) assert.fail(`${what}: not after ${Math.round(age)} ms`);
   }
 }
 
@@ -98,13 +115,16 @@ describe("audience scopes across processes on one PostgreSQL database", { skip }
     });
     assert.equal(role.status, 201, role.text);
 
+    const refusalCached = performance.now();
     assert.equal(await statusAtB(svcB, projectId), 400, "B refuses (and caches the refusal)");
     const grant = await restA("POST", `${PROJECTS}/${projectId}/grants`, {
       json: { granted_org_id: orgB, role_keys: ["reader"] },
     });
     assert.equal(grant.status, 201, grant.text);
-    const granted = await lagUntil(
+    const granted = await followedBeforeExpiry(
       "B accepts the granted project",
+      refusalCached,
+      CACHE_MS,
       async () => (await statusAtB(svcB, projectId)) === 200,
     );
 
@@ -116,11 +136,14 @@ describe("audience scopes across processes on one PostgreSQL database", { skip }
       },
     );
     assert.equal(deactivated.status, 200, deactivated.text);
-    const ungranted = await lagUntil(
+    const ungranted = await followedBeforeExpiry(
       "B refuses after the grant was deactivated",
+      granted.asked,
+      CACHE_MS,
       async () => (await statusAtB(svcB, projectId)) === 400,
     );
 
+    const ownerCached = performance.now();
     assert.equal(
       await statusAtB(svcA, projectId),
       200,
@@ -128,12 +151,14 @@ describe("audience scopes across processes on one PostgreSQL database", { skip }
     );
     const removed = await restA("DELETE", `${PROJECTS}/${projectId}`);
     assert.equal(removed.status, 200, removed.text);
-    const gone = await lagUntil(
+    const gone = await followedBeforeExpiry(
       "B refuses the removed project",
+      ownerCached,
+      CACHE_MS,
       async () => (await statusAtB(svcA, projectId)) === 400,
     );
     t.diagnostic(
-      `B followed ${granted.toFixed(1)} / ${ungranted.toFixed(1)} / ${gone.toFixed(1)} ms after A answered`,
+      `B followed ${granted.age.toFixed(1)} / ${ungranted.age.toFixed(1)} / ${gone.age.toFixed(1)} ms after caching`,
     );
   });
 });

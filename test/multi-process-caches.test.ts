@@ -3,7 +3,7 @@
  * at once (its LISTEN connection hears A's notification, src/eventstore/broadcast.ts), not when their
  * entries expire (2 s for tokens and client lookups, 5 s for the rest). Each test first has B cache the old
  * state, then makes the change through A, then asks B again and again until B answers the new state: that
- * must happen within LAG_MS, well under the cache's expiry. Also: the login UI's rate limits count across
+ * must happen before B's entry could have expired. Also: the login UI's rate limits count across
  * processes, and a process whose LISTEN connection was lost clears its caches when it is back.
  *
  * PostgreSQL only (the embedded database serves one process): skipped without DATABASE_URL. Two Platforms in
@@ -26,32 +26,47 @@ import {
   type TestBackend,
   type TestPlatform,
   tempDir,
+  testTime,
 } from "./helpers.ts";
 import { addHuman, createAuthRequest, formOf, HttpBrowser } from "./login.ts";
 import { basic, type MachineClient, machineClient, postForm } from "./oidc.ts";
 import { startProcess } from "./process.ts";
 
 const skip = process.env.DATABASE_URL ? false : "needs PostgreSQL (DATABASE_URL)";
-/** How soon B must answer the new state after A answered the change (the caches expire after 2–5 s). */
-const LAG_MS = 500;
+/** How long B keeps entries: tokens, clients and PATs 2 s, memberships, settings, providers and keys 5 s. */
+const TOKEN_CACHE_MS = 2_000;
+const CACHE_MS = 5_000;
 const WEB_KEYS = "/resources/v3alpha/web_keys";
 const USERS = "/resources/v3alpha/users";
 const MANAGEMENT_SCOPE = "openid urn:platform:iam:org:project:id:platform:aud";
 
 /**
- * Milliseconds until `changed` first answers true, asking again right away; fails after `LAG_MS` (and
- * keeps asking up to 3 s more, to tell in the message when it did change).
+ * Asks B (`changed`) again and again, right away, until it answers the new state, and asserts that it did
+ * so before the entry B cached at `cachedAt` (performance.now() before the request that cached it) could
+ * have expired, `cacheMs` later: so B dropped the entry on A's notification, not on its expiry. How soon
+ * B follows is the benchmarks' business; this gives up after a limit scaled for a loaded machine. Returns
+ * when the answering request was sent (it cached the new state) and the entry's age then.
  */
-async function lagUntil(what: string, changed: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
+async function followedBeforeExpiry(
+  what: string,
+  cachedAt: number,
+  cacheMs: number,
+  changed: () => Promise<boolean>,
+): Promise<{ asked: number; age: number }> {
+  const giveUp = performance.now() + testTime(cacheMs + 5_000);
   for (;;) {
+    const asked = performance.now();
     const done = await changed();
-    const elapsed = performance.now() - started;
+    const answered = performance.now();
+    const age = answered - cachedAt;
     if (done) {
-      assert.ok(elapsed <= LAG_MS, `${what}: only after ${Math.round(elapsed)} ms (limit ${LAG_MS} ms)`);
-      return elapsed;
+      assert.ok(
+        age < cacheMs,
+        `${what}: only ${Math.round(age)} ms after B cached the old state (kept ${cacheMs} ms)`,
+      );
+      return { asked, age };
     }
-    if (elapsed > LAG_MS + 3_000) assert.fail(`${what}: not after ${Math.round(elapsed)} ms`);
+    if (answered > giveUp) assert.fail(`${what}: not after ${Math.round(age)} ms`);
   }
 }
 
@@ -103,19 +118,23 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
   it("a membership removed through A: B's authorizer refuses at once (cached 5 s before)", async (t) => {
     const robot = await member("member-robot");
     const token = await clientCredentials(a, robot, MANAGEMENT_SCOPE);
+    const cached = performance.now();
     assert.equal((await restB("GET", WEB_KEYS, { token })).status, 200, "B caches the membership");
     const removed = await restA("DELETE", `/resources/v3alpha/memberships/${robot.membershipId}`);
     assert.equal(removed.status, 200, removed.text);
-    const lag = await lagUntil(
+    const { age } = await followedBeforeExpiry(
       "B refuses the removed role",
+      cached,
+      CACHE_MS,
       async () => (await restB("GET", WEB_KEYS, { token })).status === 403,
     );
-    t.diagnostic(`B refused ${lag.toFixed(1)} ms after A answered`);
+    t.diagnostic(`B refused ${age.toFixed(1)} ms after caching`);
   });
 
   it("an access token revoked at A: B's management APIs refuse it at once (cached 2 s before)", async (t) => {
     const robot = await member("revoked-robot");
     const token = await clientCredentials(a, robot, MANAGEMENT_SCOPE);
+    const cached = performance.now();
     assert.equal((await restB("GET", WEB_KEYS, { token })).status, 200, "B caches the verified token");
     const revoked = await postForm(
       `${a.url}/oauth/v2/revoke`,
@@ -123,11 +142,13 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
       basic(robot.clientId, robot.clientSecret),
     );
     assert.equal(revoked.status, 200, revoked.text);
-    const lag = await lagUntil(
+    const { age } = await followedBeforeExpiry(
       "B refuses the revoked token",
+      cached,
+      TOKEN_CACHE_MS,
       async () => (await restB("GET", WEB_KEYS, { token })).status === 401,
     );
-    t.diagnostic(`B refused ${lag.toFixed(1)} ms after A answered`);
+    t.diagnostic(`B refused ${age.toFixed(1)} ms after caching`);
   });
 
   it("a provider deactivated through A: B's login page drops it at once (cached 5 s before)", async (t) => {
@@ -152,13 +173,19 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
       assert.equal(page.status, 200);
       return page.text.includes(`idp=${idpId}`);
     };
+    const cached = performance.now();
     assert.ok(await offersIt(), "B's login page offers the provider (and caches the list)");
     const patched = await restA("PATCH", `/resources/v3alpha/idps/oauth/${idpId}`, {
       json: { idp: { state_policy: "STATE_POLICY_DEACTIVATE" } },
     });
     assert.equal(patched.status, 200, patched.text);
-    const lag = await lagUntil("B's login page drops the provider", async () => !(await offersIt()));
-    t.diagnostic(`B dropped it ${lag.toFixed(1)} ms after A answered`);
+    const { age } = await followedBeforeExpiry(
+      "B's login page drops the provider",
+      cached,
+      CACHE_MS,
+      async () => !(await offersIt()),
+    );
+    t.diagnostic(`B dropped it ${age.toFixed(1)} ms after caching`);
   });
 
   it("the default language changed through A: B's login pages speak it at once (settings cached 5 s before)", async (t) => {
@@ -167,13 +194,19 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
       assert.equal(page.status, 200);
       return /<html lang="([^"]+)"/.exec(page.text)?.[1];
     };
+    const cached = performance.now();
     assert.equal(await pageLanguage(), "en", "B's login page speaks the default (and caches the settings)");
     const patched = await restA("PATCH", "/settings/v3alpha/languages", {
       json: { default_language: { key: "de" } },
     });
     assert.equal(patched.status, 200, patched.text);
-    const lag = await lagUntil("B's login page speaks German", async () => (await pageLanguage()) === "de");
-    t.diagnostic(`B switched ${lag.toFixed(1)} ms after A answered`);
+    const { age } = await followedBeforeExpiry(
+      "B's login page speaks German",
+      cached,
+      CACHE_MS,
+      async () => (await pageLanguage()) === "de",
+    );
+    t.diagnostic(`B switched ${age.toFixed(1)} ms after caching`);
     await restA("PATCH", "/settings/v3alpha/languages", { json: { default_language: { key: "en" } } });
   });
 
@@ -184,11 +217,17 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
     const created = await restA("POST", WEB_KEYS, { json: { ecdsa: { curve: "ECDSA_CURVE_P256" } } });
     assert.equal(created.status, 201, created.text);
     const kid = created.json.details.id as string;
+    const cached = performance.now();
     assert.equal(await kidAtB(), before, "B signs with the active key (and caches the keys)");
     const activated = await restA("POST", `${WEB_KEYS}/${kid}/_activate`);
     assert.equal(activated.status, 200, activated.text);
-    const lag = await lagUntil("B signs with the activated key", async () => (await kidAtB()) === kid);
-    t.diagnostic(`B signed with it ${lag.toFixed(1)} ms after A answered`);
+    const { age } = await followedBeforeExpiry(
+      "B signs with the activated key",
+      cached,
+      CACHE_MS,
+      async () => (await kidAtB()) === kid,
+    );
+    t.diagnostic(`B signed with it ${age.toFixed(1)} ms after caching`);
   });
 
   it("the login UI's rate limit per login name counts the attempts of both processes", async () => {
@@ -214,8 +253,8 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
   it("a process whose LISTEN connection was cut clears its caches once it listens again", async (t) => {
     const robot = await member("reconnect-robot");
     const token = await clientCredentials(a, robot, MANAGEMENT_SCOPE);
-    assert.equal((await restB("GET", WEB_KEYS, { token })).status, 200, "B caches the membership");
     const cached = performance.now();
+    assert.equal((await restB("GET", WEB_KEYS, { token })).status, 200, "B caches the membership");
     const dbName = new URL(backend.env.DATABASE_URL).pathname.slice(1);
     const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
     await admin.connect();
@@ -234,17 +273,19 @@ describe("caches across processes on one PostgreSQL database", { skip }, () => {
       const removed = await restA("DELETE", `/resources/v3alpha/memberships/${robot.membershipId}`);
       assert.equal(removed.status, 200, removed.text);
       // B listens again (after a second), and has missed the notification
-      for (let i = 0; i < 100 && (await listening()).filter((pid) => !cut.includes(pid)).length < 2; i++)
+      for (
+        let i = 0;
+        i < testTime(100) && (await listening()).filter((pid) => !cut.includes(pid)).length < 2;
+        i++
+      )
         await sleep(50);
-      const lag = await lagUntil(
+      const { age } = await followedBeforeExpiry(
         "B refuses the removed role after reconnecting",
+        cached,
+        CACHE_MS,
         async () => (await restB("GET", WEB_KEYS, { token })).status === 403,
       );
-      const sinceCached = performance.now() - cached;
-      assert.ok(sinceCached < 5_000, `before the cache entry expired (${Math.round(sinceCached)} ms)`);
-      t.diagnostic(
-        `B refused ${lag.toFixed(1)} ms after listening again, ${Math.round(sinceCached)} ms after caching`,
-      );
+      t.diagnostic(`B refused ${Math.round(age)} ms after caching`);
     } finally {
       await admin.end();
     }
@@ -275,11 +316,17 @@ describe("two `platform start` processes on one PostgreSQL database", { skip }, 
         assert.equal(pat.status, 201, pat.text);
         const token = pat.json.token as string;
         const status = async () => (await restB("GET", "/settings/v3alpha/languages", { token })).status;
+        const cached = performance.now();
         assert.equal(await status(), 200, "B accepts the token (and caches it)");
         const removed = await restA("DELETE", `${USERS}/${userId}/pats/${pat.json.pat_id}`);
         assert.equal(removed.status, 200, removed.text);
-        const lag = await lagUntil("B refuses the removed token", async () => (await status()) === 401);
-        t.diagnostic(`B refused ${lag.toFixed(1)} ms after A answered`);
+        const { age } = await followedBeforeExpiry(
+          "B refuses the removed token",
+          cached,
+          TOKEN_CACHE_MS,
+          async () => (await status()) === 401,
+        );
+        t.diagnostic(`B refused ${age.toFixed(1)} ms after caching`);
       } finally {
         await processB.stop();
       }

@@ -5,6 +5,7 @@ import { after, describe, it } from "node:test";
 import { freshBackend, type RestCall, restClient, type TestBackend, tempDir } from "./helpers.ts";
 import { freePort, type RunningProcess, startProcess } from "./process.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "./smtp-receiver.ts";
+import { testTime } from "./time.ts";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
 const USERS = "/resources/v3alpha/users";
@@ -22,7 +23,7 @@ describe("notification messages across processes", () => {
   });
 
   async function start(env: Record<string, string>) {
-    const p = await startProcess(env, 60_000);
+    const p = await startProcess(env);
     running.push(p);
     return p;
   }
@@ -96,7 +97,7 @@ describe("notification messages across processes", () => {
     receivers.push(smtp);
     const second = await start(env);
     const again = restClient(second, () => token);
-    const deadline = Date.now() + 90_000;
+    const deadline = Date.now() + testTime(90_000);
     while ((await total(again, "NOTIFICATION_STATE_SENT")) < 40) {
       if (Date.now() > deadline) assert.fail(`sent: ${await total(again, "NOTIFICATION_STATE_SENT")} of 40`);
       await new Promise((r) => setTimeout(r, 200));
@@ -120,7 +121,7 @@ describe("notification messages across processes", () => {
     const second = await start(env);
     const clients = [first, second].map((p) => restClient(p, () => token));
     const addresses = await changePasswords(clients, "shared", 30);
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + testTime(30_000);
     while ((await total(clients[0], "NOTIFICATION_STATE_SENT")) < 30) {
       if (Date.now() > deadline) assert.fail("not all 30 were sent");
       await new Promise((r) => setTimeout(r, 100));

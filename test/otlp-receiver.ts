@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { testTime } from "./time.ts";
 
 export interface ReceivedSpan {
   traceId: string;
@@ -66,8 +67,9 @@ export class OtlpReceiver {
     return this.spans.filter((s) => s.traceId === traceId);
   }
 
-  /** Waits until the spans received satisfy `done`; fails after `ms` with what arrived. */
-  async waitFor(done: (spans: ReceivedSpan[]) => boolean, ms = 10_000): Promise<ReceivedSpan[]> {
+  /** Waits until the spans received satisfy `done`; fails after `ms` (scaled by `testTime`) with what arrived. */
+  async waitFor(done: (spans: ReceivedSpan[]) => boolean, limitMs = 10_000): Promise<ReceivedSpan[]> {
+    const ms = testTime(limitMs);
     const deadline = Date.now() + ms;
     while (!done(this.spans)) {
       if (Date.now() > deadline)

@@ -11,6 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import { testTime } from "./time.ts";
 
 /** The directory of Debian's newest PostgreSQL binaries, or undefined. */
 export function postgresBin(): string | undefined {
@@ -96,7 +97,7 @@ export class OwnPostgres {
     );
     const child = this.child;
     this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
-    const until = Date.now() + 60_000;
+    const until = Date.now() + testTime(60_000);
     for (;;) {
       const client = new pg.Client({ connectionString: this.url(), connectionTimeoutMillis: 2000 });
       try {

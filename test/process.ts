@@ -12,6 +12,7 @@ import {
 import os from "node:os";
 import path from "node:path";
 import { childEnv } from "./helpers.ts";
+import { testTime } from "./time.ts";
 
 export const bin = path.resolve(import.meta.dirname, "../bin/platform.js");
 
@@ -52,12 +53,14 @@ export function runPlatformIn(
 }
 
 /**
- * Starts `platform start` and resolves once it prints its URL (rejects if it exits first or after `timeoutMs`).
- * `command` replaces `node bin/platform.js start` (e.g. a shell that prepares something, then execs it).
+ * Starts `platform start` and resolves once it prints its URL; rejects if it exits first, or when it has
+ * printed nothing for `idleMs` scaled by `testTime` (a start that hangs fails, a slow one on a loaded machine
+ * does not: building dist/ and migrating print as they go). `command` replaces `node bin/platform.js start`
+ * (e.g. a shell that prepares something, then execs it).
  */
 export function startProcess(
   env: Record<string, string>,
-  timeoutMs = 20_000,
+  idleMs = 60_000,
   command: string[] = [process.execPath, bin, "start"],
 ): Promise<RunningProcess> {
   const child = spawn(command[0], command.slice(1), {
@@ -68,30 +71,44 @@ export function startProcess(
   let stderr = "";
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`platform start did not print its URL in ${timeoutMs} ms\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    child.stderr!.on("data", (d) => (stderr += d));
+    let timer: NodeJS.Timeout | undefined;
+    let settled = false;
+    const idle = () => {
+      clearTimeout(timer);
+      const limit = testTime(idleMs);
+      timer = setTimeout(() => {
+        settled = true;
+        child.kill("SIGKILL");
+        reject(new Error(`platform start printed nothing for ${limit} ms and no URL\n${stdout}\n${stderr}`));
+      }, limit);
+    };
+    idle();
+    child.stderr!.on("data", (d) => {
+      stderr += d;
+      if (!settled) idle();
+    });
     child.stdout!.on("data", (d) => {
       stdout += d;
+      if (settled) return;
       const match = /Platform is running at (\S+)/.exec(stdout);
-      if (match) {
-        clearTimeout(timer);
-        resolve({
-          child,
-          url: match[1],
-          stdout: () => stdout,
-          stderr: () => stderr,
-          stop: async () => {
-            if (child.exitCode === null) child.kill("SIGTERM");
-            return exited;
-          },
-        });
-      }
+      if (!match) return idle();
+      settled = true;
+      clearTimeout(timer);
+      resolve({
+        child,
+        url: match[1],
+        stdout: () => stdout,
+        stderr: () => stderr,
+        stop: async () => {
+          if (child.exitCode === null) child.kill("SIGTERM");
+          return exited;
+        },
+      });
     });
     exited.then((code) => {
       clearTimeout(timer);
+      if (settled) return;
+      settled = true;
       reject(new Error(`platform start exited with ${code}\n${stdout}\n${stderr}`));
     });
   });

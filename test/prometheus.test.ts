@@ -11,6 +11,7 @@ import { after, before, describe, it } from "node:test";
 import { ADMIN_PASSWORD, freshBackend, restClient, type TestBackend, tempDir } from "./helpers.ts";
 import { basic, machineClient, postForm } from "./oidc.ts";
 import { freePort, type RunningProcess, startProcess } from "./process.ts";
+import { testTime } from "./time.ts";
 
 const TOKEN = "scrape-token-0123456789abcdef";
 const hasPrometheus = spawnSync("prometheus", ["--version"]).status === 0;
@@ -25,7 +26,7 @@ async function waitForQuery(
   accept: (value: number) => boolean,
   timeoutMs = 60_000,
 ): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + testTime(timeoutMs);
   let last = "no answer";
   while (Date.now() < deadline) {
     const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(query)}`);
@@ -42,7 +43,7 @@ async function waitForQuery(
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  throw new Error(`${query}: no accepted answer in ${timeoutMs} ms; last: ${last}`);
+  throw new Error(`${query}: no accepted answer in ${testTime(timeoutMs)} ms; last: ${last}`);
 }
 
 describe("Prometheus scrapes a running Platform", { skip }, () => {
@@ -103,7 +104,7 @@ describe("Prometheus scrapes a running Platform", { skip }, () => {
     );
     prometheus.stdout!.on("data", (d) => (prometheusLog += d));
     prometheus.stderr!.on("data", (d) => (prometheusLog += d));
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + testTime(60_000);
     for (;;) {
       if (prometheus.exitCode !== null) throw new Error(`prometheus exited:\n${prometheusLog}`);
       const ready = await fetch(`${prometheusUrl}/-/ready`).then(
@@ -111,7 +112,7 @@ describe("Prometheus scrapes a running Platform", { skip }, () => {
         () => false,
       );
       if (ready) break;
-      if (Date.now() > deadline) throw new Error(`prometheus not ready in 60 s:\n${prometheusLog}`);
+      if (Date.now() > deadline) throw new Error(`prometheus not ready in time:\n${prometheusLog}`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   });

@@ -20,6 +20,7 @@ import {
 } from "./helpers.ts";
 import { addHuman, createAuthRequest, HttpBrowser } from "./login.ts";
 import { basic, machineClient, postForm } from "./oidc.ts";
+import { testTime } from "./time.ts";
 
 type Line = Record<string, unknown> & { level: number; msg: string; reqId?: string };
 
@@ -51,7 +52,7 @@ const linesOf = (lines: Line[], reqId: string | null) => lines.filter((l) => l.r
  * client may see a moment earlier.
  */
 async function settled(log: ReturnType<typeof capture>, reqId: string | null): Promise<Line[]> {
-  for (let i = 0; i < 100 && linesOf(log.lines(), reqId).length === 0; i++)
+  for (let i = 0; i < testTime(100) && linesOf(log.lines(), reqId).length === 0; i++)
     await new Promise((resolve) => setTimeout(resolve, 20));
   return linesOf(log.lines(), reqId);
 }
@@ -112,7 +113,8 @@ describe("request log", () => {
       (e) => e instanceof ConnectError && e.code === Code.NotFound,
     );
     const isGrpc = (l: Line) => l.protocol === "grpc" && l.msg === "request completed";
-    for (let i = 0; i < 100 && !log.lines().some(isGrpc); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < testTime(100) && !log.lines().some(isGrpc); i++)
+      await new Promise((r) => setTimeout(r, 20));
     const grpc = log.lines().find(isGrpc);
     assert.ok(grpc, "a line for the gRPC call");
     assert.equal(grpc.route, "platform.resources.user.v3alpha.PlatformUsers/GetUser");

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { freshBackend, startPlatform, type TestPlatform } from "./helpers.ts";
+import { freshBackend, startPlatform, type TestPlatform, testTime } from "./helpers.ts";
 import { OtlpReceiver } from "./otlp-receiver.ts";
 import { freePort, startProcess } from "./process.ts";
 
@@ -31,7 +31,7 @@ describe("tracing: OTLP/HTTP with protobuf (the default protocol)", () => {
     assert.equal(response.status, 200);
     // The request's span ends last: it may come in a later batch than its children.
     const name = Buffer.from("GET /.well-known/openid-configuration");
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + testTime(10_000);
     const withSpan = () => receiver.exports.find((e) => e.body.includes(traceId) && e.body.includes(name));
     while (!withSpan()) {
       assert.ok(Date.now() < deadline, `no export of the request span: ${receiver.exports.length} exports`);
@@ -57,13 +57,13 @@ describe("tracing: OTLP/HTTP with protobuf (the default protocol)", () => {
         assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
         // each request in an export of its own
         const exports = refusing.exports.length;
-        const deadline = Date.now() + 10_000;
+        const deadline = Date.now() + testTime(10_000);
         while (refusing.exports.length === exports) {
           assert.ok(Date.now() < deadline, "no export");
           await new Promise((r) => setTimeout(r, 20));
         }
       }
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + testTime(10_000);
       while (!server.stdout().includes("tracing: export failed")) {
         assert.ok(Date.now() < deadline, `no warning in ${server.stdout()}`);
         await new Promise((r) => setTimeout(r, 20));

@@ -17,6 +17,7 @@ import {
   startPlatform,
   type TestPlatform,
 } from "../../test/helpers.ts";
+import { testTime } from "../../test/time.ts";
 import {
   CreateOrganizationResponseSchema,
   PlatformOrganizations,
@@ -95,7 +96,7 @@ describe("Idempotency-Key", () => {
       );
     });
     if (afterCommit) {
-      for (let i = 0; i < 500 && (await eventCount(platform)) === before; i++) await sleep(5);
+      for (let i = 0; i < testTime(500) && (await eventCount(platform)) === before; i++) await sleep(5);
       assert.ok((await eventCount(platform)) > before, "the create was applied");
     }
     socket.destroy();

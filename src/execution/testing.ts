@@ -6,6 +6,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TestPlatform } from "../../test/helpers.ts";
 import { restClient } from "../../test/helpers.ts";
+import { testTime } from "../../test/time.ts";
 
 export interface ReceivedCall {
   path: string;
@@ -22,6 +23,8 @@ export interface Answer {
   body?: string | object;
   /** Milliseconds to wait before answering. */
   delayMs?: number;
+  /** Answer only once this settles (a target that has not answered yet, for as long as the test needs). */
+  until?: Promise<unknown>;
 }
 
 export type Responder = (call: ReceivedCall, nth: number) => Answer | undefined;
@@ -52,6 +55,7 @@ export class TestTarget {
         for (const wake of this.waiters.splice(0)) wake();
         const answer = this.responders.get(path)?.(call, nth) ?? {};
         if (answer.delayMs) await new Promise((r) => setTimeout(r, answer.delayMs));
+        if (answer.until) await answer.until.catch(() => {});
         if (res.destroyed) return;
         const out =
           answer.body === undefined
@@ -90,26 +94,27 @@ export class TestTarget {
     return this.calls.filter((c) => c.path === path);
   }
 
-  /** Resolves once `path` received at least `count` calls; fails after `ms`. */
+  /** Resolves once `path` received at least `count` calls; fails after `ms` (scaled by `testTime`). */
   waitFor(path: string, count: number, ms = 10_000): Promise<ReceivedCall[]> {
     return this.waitUntil(path, (calls) => calls.length >= count, ms, `${count} calls`);
   }
 
-  /** Resolves once the calls to `path` satisfy `done`; fails after `ms`. */
+  /** Resolves once the calls to `path` satisfy `done`; fails after `ms` (scaled by `testTime`). */
   async waitUntil(
     path: string,
     done: (calls: ReceivedCall[]) => boolean,
     ms = 10_000,
     what = "the expected calls",
   ): Promise<ReceivedCall[]> {
-    const deadline = performance.now() + ms;
+    const limit = testTime(ms);
+    const deadline = performance.now() + limit;
     while (!done(this.callsTo(path))) {
       const left = deadline - performance.now();
       if (left <= 0) {
         const got = this.callsTo(path).map(
           (c) => c.json?.event_type ?? c.json?.fullMethod ?? c.body.slice(0, 80),
         );
-        throw new Error(`${path}: not ${what} after ${ms} ms; got ${JSON.stringify(got)}`);
+        throw new Error(`${path}: not ${what} after ${limit} ms; got ${JSON.stringify(got)}`);
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 200));

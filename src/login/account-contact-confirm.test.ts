@@ -14,6 +14,7 @@ import {
   startLoginPlatform,
 } from "../../test/login.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
+import { testTime } from "../../test/time.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { createSession } from "../domain/session/commands.ts";
 import { addCallers } from "../services/actions/testing.ts";
@@ -54,7 +55,7 @@ describe("account page: changing the e-mail address or phone number needs proof"
   const mailsTo = (address: string, subject: RegExp) =>
     smtp.received.filter((m) => m.envelope.to.includes(address) && subject.test(m.mail.subject ?? ""));
   const waitForMail = async (address: string, subject: RegExp) => {
-    for (let i = 0; i < 400; i++) {
+    for (let i = 0; i < testTime(400); i++) {
       const found = mailsTo(address, subject);
       if (found.length) return found[0];
       await new Promise((r) => setTimeout(r, 25));

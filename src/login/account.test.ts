@@ -18,6 +18,7 @@ import {
   startLoginPlatform,
 } from "../../test/login.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
+import { testTime } from "../../test/time.ts";
 import { sha256 } from "../crypto/tokens.ts";
 import { createSession, terminateSession } from "../domain/session/commands.ts";
 import { addHumanEvent, foldUser } from "../domain/user/commands.ts";
@@ -464,7 +465,7 @@ describe("account page: e-mail address and phone number", () => {
     ).map((r) => r.creator);
   /** The code of the `skip`th VERIFY_EMAIL message to `address` (from its link), waited for. */
   const mailedCode = async (address: string, skip = 0) => {
-    for (let i = 0; i < 400; i++) {
+    for (let i = 0; i < testTime(400); i++) {
       const mails = smtp.received.filter(
         (m) => m.envelope.to.includes(address) && (m.mail.text ?? "").includes("/ui/login/verify-email?"),
       );
@@ -478,7 +479,7 @@ describe("account page: e-mail address and phone number", () => {
     assert.fail(`no VERIFY_EMAIL message to ${address}`);
   };
   const textedCode = async (number: string) => {
-    for (let i = 0; i < 400; i++) {
+    for (let i = 0; i < testTime(400); i++) {
       const found = sms.find((m) => m.recipient === number && m.type === "VERIFY_PHONE");
       if (found) return /\b(\d{6})\b/.exec(found.text)![1];
       await new Promise((r) => setTimeout(r, 25));

@@ -18,6 +18,7 @@ import {
   startLoginPlatform,
 } from "../../test/login.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
+import { testTime } from "../../test/time.ts";
 import { changeSettings } from "../domain/settings/commands.ts";
 import { LOGIN } from "../domain/settings/login.ts";
 import { codeHash } from "../domain/user/codes.ts";
@@ -60,7 +61,7 @@ describe("login UI: codes by e-mail", () => {
 
   /** The message to `address` whose text has a link to `path`, waited for; answers the link's path and query. */
   const linkTo = async (address: string, path: string, skip = 0) => {
-    for (let i = 0; i < 400; i++) {
+    for (let i = 0; i < testTime(400); i++) {
       const mails = smtp.received.filter(
         (m) => m.envelope.to.includes(address) && (m.mail.text ?? "").includes(`${path}?`),
       );

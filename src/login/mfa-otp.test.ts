@@ -18,6 +18,7 @@ import {
   startLoginPlatform,
 } from "../../test/login.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
+import { testTime } from "../../test/time.ts";
 import { ACR_MFA } from "../domain/session/amr.ts";
 import { foldUser, type UserAggregate } from "../domain/user/commands.ts";
 import { USER } from "../domain/user/events.ts";
@@ -195,7 +196,7 @@ describe("login UI: one-time-password second factors", () => {
     assert.equal(page.status, 200, page.text);
     assert.match(page.text, /<div class="notice" role="status">A code is on its way.<\/div>/);
     const codeOf = async (index: number) => {
-      for (let i = 0; i < 400; i++) {
+      for (let i = 0; i < testTime(400); i++) {
         const mails = smtp.received.filter((m) => m.envelope.to.includes("email-ui@example.com"));
         if (mails.length > index) return /\b(\d{6})\b/.exec(mails[index].mail.text ?? "")![1];
         await sleep(25);

@@ -15,6 +15,7 @@ import {
   startLoginPlatform,
 } from "../../test/login.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
+import { testTime } from "../../test/time.ts";
 import { changeSettings } from "../domain/settings/commands.ts";
 import { LANGUAGE } from "../domain/settings/languages.ts";
 import { addCallers } from "../services/actions/testing.ts";
@@ -147,7 +148,7 @@ describe("login UI and messages: administrators' texts, language picker", () => 
     });
     assert.equal(sent.status, 200, sent.text);
     let mail: SmtpReceiver["received"][number] | undefined;
-    for (let i = 0; i < 400 && !mail; i++) {
+    for (let i = 0; i < testTime(400) && !mail; i++) {
       mail = smtp.received.find((m) => m.envelope.to.includes("greta@example.com"));
       if (!mail) await new Promise((r) => setTimeout(r, 25));
     }

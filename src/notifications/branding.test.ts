@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { image, patchBranding, solidPng } from "../../test/branding.ts";
-import { addOrg, restClient, startPlatform, type TestPlatform } from "../../test/helpers.ts";
+import { addOrg, restClient, startPlatform, type TestPlatform, testTime } from "../../test/helpers.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../test/smtp-receiver.ts";
 import { addCallers } from "../services/actions/testing.ts";
 
@@ -56,7 +56,7 @@ describe("branding of the HTML messages", () => {
       json: { password: "Secret-Pa55word!" },
     });
     assert.equal(changed.status, 200, changed.text);
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + testTime(20_000);
     for (;;) {
       const mail = smtp.received.find((m) => m.envelope.to.includes(address));
       if (mail) return String(mail.mail.html);

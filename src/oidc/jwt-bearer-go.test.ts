@@ -6,6 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { restClient, startPlatform, type TestPlatform, tempDir } from "../../test/helpers.ts";
 import { machineClient, ownerToken } from "../../test/oidc.ts";
+import { testTime } from "../../test/time.ts";
 
 const run = promisify(execFile);
 
@@ -55,7 +56,7 @@ describe("jwt-bearer from Go (golang.org/x/oauth2/jwt, the recipe of docs/oidc.m
     const binary = path.join(dir, name);
     await run("go", ["build", "-o", binary, file], {
       cwd: dir,
-      timeout: 300_000,
+      timeout: testTime(300_000),
       env: {
         PATH: process.env.PATH,
         HOME: dir,
@@ -84,7 +85,7 @@ describe("jwt-bearer from Go (golang.org/x/oauth2/jwt, the recipe of docs/oidc.m
   const userinfo = async (binary: string, p: TestPlatform, file: string) => {
     try {
       const { stdout } = await run(binary, [], {
-        timeout: 60_000,
+        timeout: testTime(60_000),
         env: { ISSUER: p.url, KEY_FILE: file },
       });
       return { ok: true, output: stdout };

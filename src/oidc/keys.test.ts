@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { existsSync, statSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose";
-import { freshBackend, startPlatform, type TestBackend, type TestPlatform } from "../../test/helpers.ts";
+import {
+  freshBackend,
+  startPlatform,
+  type TestBackend,
+  type TestPlatform,
+  testTime,
+  testTimeScale,
+} from "../../test/helpers.ts";
 import { basic, type MachineClient, machineClient, ownerToken, postForm } from "../../test/oidc.ts";
 import { runPlatform } from "../../test/process.ts";
 import { ConfigError, loadConfig, resolveMasterKey } from "../config.ts";
@@ -102,8 +109,17 @@ describe("OIDC signing keys", () => {
 
   it("automatic rotation: the next key is published before it signs, and processes sharing the database agree", async () => {
     const masterKey = resolveMasterKey(platform!.config);
-    // Windows of a few seconds: generating an RSA key takes up to a second on a busy machine.
-    const policy = { signForMs: 6000, publishAfterMs: 20_000, prepublishMs: 3000, cacheMs: 100 };
+    // Windows of a few seconds (scaled for a loaded machine): generating an RSA key takes up to a second
+    // on a busy machine.
+    const k = testTimeScale();
+    const ms = (n: number) => Math.round(n * k);
+    const policy = {
+      signForMs: ms(6000),
+      publishAfterMs: ms(20_000),
+      prepublishMs: ms(3000),
+      cacheMs: 100,
+    };
+    const margin = ms(2500);
     // Two key stores on one database stand for two processes.
     const a = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
     const b = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
@@ -122,7 +138,7 @@ describe("OIDC signing keys", () => {
     assert.equal(await count(), 1, "created once");
 
     // Within the last seconds of its window the successor is created and published, but not used yet.
-    await sleep(ka.activeUntil!.getTime() - Date.now() - 2500);
+    await sleep(ka.activeUntil!.getTime() - Date.now() - margin);
     const published = JSON.parse((await a.jwks(instance)).toString()).keys.map((k: { kid: string }) => k.kid);
     assert.equal(published.length, 2);
     assert.equal((await a.active(instance)).kid, ka.kid);
@@ -143,8 +159,15 @@ describe("OIDC signing keys", () => {
 
   it("automatic successors keep the configuration of the key an administrator activated", async () => {
     const masterKey = resolveMasterKey(platform!.config);
-    // Windows of seconds, with margins for a busy machine.
-    const policy = { signForMs: 10_000, publishAfterMs: 30_000, prepublishMs: 8000, cacheMs: 100 };
+    // Windows of seconds, with margins for a busy machine (scaled for a loaded one).
+    const k = testTimeScale();
+    const ms = (n: number) => Math.round(n * k);
+    const policy = {
+      signForMs: ms(10_000),
+      publishAfterMs: ms(30_000),
+      prepublishMs: ms(8000),
+      cacheMs: 100,
+    };
     const keys = new SigningKeys(platform!.db, masterKey, new EventStore(platform!.db, projections), policy);
     const instance = `successor-test-${Date.now()}`;
     const first = await keys.active(instance);
@@ -154,7 +177,7 @@ describe("OIDC signing keys", () => {
     const activated = await keys.active(instance);
     assert.equal(activated.kid, id);
     // In the last seconds of its window its successor is published, of the same configuration.
-    await sleep(activated.activeUntil!.getTime() - Date.now() - 5000);
+    await sleep(activated.activeUntil!.getTime() - Date.now() - ms(5000));
     await keys.active(instance);
     const listed = await keys.list(instance);
     const successor = listed.find((l) => l.key.activeFrom?.getTime() === activated.activeUntil!.getTime());
@@ -228,10 +251,11 @@ describe("OIDC signing keys", () => {
     assert.ok(kid, rotated.stdout);
 
     platform ??= await startPlatform({ listen: true, backend });
-    // A running server sees the new key within its cache's 5 s.
+    // A running server sees the new key within its cache's 5 s (the bound scaled for a loaded machine).
     const started = Date.now();
+    const bound = testTime(5_500);
     while (decodeProtectedHeader(await jwtAccessToken()).kid !== kid) {
-      assert.ok(Date.now() - started < 5_500, "the running server signs with the rotated key within 5 s");
+      assert.ok(Date.now() - started < bound, "the running server signs with the rotated key within 5 s");
       await sleep(200);
     }
     const kids = (await jwks()).keys.map((k) => k.kid);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { freshBackend, TEST_MASTER_KEY, type TestBackend } from "../../test/helpers.ts";
+import { freshBackend, TEST_MASTER_KEY, type TestBackend, testTime } from "../../test/helpers.ts";
 import { loadConfig } from "../config.ts";
 import type { Database } from "../storage/database.ts";
 import { openDatabase } from "../storage/open.ts";
@@ -116,7 +116,7 @@ describe("durable outbox (src/outbox)", () => {
 
   async function drain(worker: TestWorker, until: (rows: Map<string, Stored>) => boolean): Promise<void> {
     worker.start();
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + testTime(20_000);
     while (!until(await stored())) {
       if (Date.now() > deadline) assert.fail("the worker did not get there");
       await new Promise((r) => setTimeout(r, 20));
@@ -174,7 +174,7 @@ describe("durable outbox (src/outbox)", () => {
     await queue({ f: "hang" });
     const worker = new TestWorker(db, "p1", 3);
     worker.start();
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + testTime(20_000);
     while (worker.sent.length === 0) {
       if (Date.now() > deadline) assert.fail("not sent");
       await new Promise((r) => setTimeout(r, 20));

@@ -3,7 +3,7 @@ import type http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { describe, it } from "node:test";
-import { watchSocket, within } from "../../test/helpers.ts";
+import { testTime, watchSocket, within } from "../../test/helpers.ts";
 import { type ConnectionLimits, DualProtocolServer } from "./listener.ts";
 
 /** Small bounds keep the tests fast; assertions allow for a busy machine above them, never below. */
@@ -13,8 +13,8 @@ const LIMITS: ConnectionLimits = {
   idleTimeoutMs: 400,
   maxConnections: 100,
 };
-/** How much later than its bound a connection may be closed on a loaded machine. */
-const SLACK_MS = 1000;
+/** How much later than its bound a connection may be closed: 1 s, scaled for a loaded machine. */
+const slackMs = () => testTime(1000);
 /** Node keeps a keep-alive socket this much longer than the Keep-Alive timeout it advertises. */
 const NODE_KEEP_ALIVE_BUFFER_MS = 1000;
 
@@ -106,7 +106,7 @@ describe("connection bounds (HTTP/1.1)", () => {
     const server = await start();
     try {
       const silent = connect(server.port);
-      const ms = await silent.closedWithin(LIMITS.headersTimeoutMs + SLACK_MS);
+      const ms = await silent.closedWithin(LIMITS.headersTimeoutMs + slackMs());
       assert.ok(ms >= LIMITS.headersTimeoutMs - 20, `closed after ${ms} ms, before the bound`);
     } finally {
       await server.close();
@@ -121,7 +121,7 @@ describe("connection bounds (HTTP/1.1)", () => {
       const drip = setInterval(() => slow.socket.write("x"), 100);
       const others = [await get(server.url), await get(server.url)];
       const ms = await slow
-        .closedWithin(LIMITS.headersTimeoutMs + SLACK_MS)
+        .closedWithin(LIMITS.headersTimeoutMs + slackMs())
         .finally(() => clearInterval(drip));
       assert.ok(ms >= LIMITS.headersTimeoutMs - 20, `closed after ${ms} ms, before the bound`);
       assert.match(slow.received(), /^HTTP\/1\.1 408 Request Timeout/);
@@ -139,7 +139,7 @@ describe("connection bounds (HTTP/1.1)", () => {
     try {
       const stalled = connect(server.port);
       stalled.socket.write("POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nab");
-      const ms = await stalled.closedWithin(LIMITS.requestTimeoutMs + SLACK_MS);
+      const ms = await stalled.closedWithin(LIMITS.requestTimeoutMs + slackMs());
       assert.ok(ms >= LIMITS.requestTimeoutMs - 20, `closed after ${ms} ms, before the bound`);
       assert.match(stalled.received(), /^HTTP\/1\.1 408 Request Timeout/);
     } finally {
@@ -152,7 +152,7 @@ describe("connection bounds (HTTP/1.1)", () => {
     try {
       const client = connect(server.port);
       client.socket.write("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-      const ms = await client.closedWithin(LIMITS.idleTimeoutMs + NODE_KEEP_ALIVE_BUFFER_MS + SLACK_MS);
+      const ms = await client.closedWithin(LIMITS.idleTimeoutMs + NODE_KEEP_ALIVE_BUFFER_MS + slackMs());
       assert.match(client.received(), /^HTTP\/1\.1 200 OK[\s\S]*Keep-Alive: timeout=[\s\S]*ok 0$/);
       assert.ok(ms >= LIMITS.idleTimeoutMs, `closed after ${ms} ms, before the bound`);
     } finally {
@@ -171,10 +171,10 @@ describe("connection bounds (HTTP/1.1)", () => {
           resolve(performance.now());
         }),
       );
-      const ms = (await bigAnswerClosedWithin(LIMITS.idleTimeoutMs + SLACK_MS)) - stalledAt;
+      const ms = (await bigAnswerClosedWithin(LIMITS.idleTimeoutMs + slackMs())) - stalledAt;
       assert.ok(ms >= LIMITS.idleTimeoutMs - 20, `given up ${ms} ms after the client stopped reading`);
       reader.socket.resume();
-      await reader.closedWithin(SLACK_MS);
+      await reader.closedWithin(slackMs());
       assert.ok(reader.received().length < BIG.length, "the answer was cut");
     } finally {
       await server.close();
@@ -198,7 +198,7 @@ describe("connection bounds (HTTP/2 cleartext)", () => {
     try {
       const partial = connect(server.port);
       partial.socket.write("PRI * HTTP/2.0\r\n");
-      await partial.closedWithin(LIMITS.headersTimeoutMs + SLACK_MS);
+      await partial.closedWithin(LIMITS.headersTimeoutMs + slackMs());
     } finally {
       await server.close();
     }
@@ -214,12 +214,12 @@ describe("connection bounds (HTTP/2 cleartext)", () => {
       const startedAt = performance.now();
       assert.deepEqual(await h2Request(session, { ":path": "/slow" }), { status: 200, body: "ok 0" });
       const lastStreamAt = performance.now();
-      const giveUp = LIMITS.idleTimeoutMs + SLACK_MS;
+      const giveUp = LIMITS.idleTimeoutMs + slackMs();
       assert.equal(await within(goaway, giveUp, "no GOAWAY"), http2.constants.NGHTTP2_NO_ERROR);
       await within(closed, giveUp, "still open");
       const idle = performance.now() - lastStreamAt;
       assert.ok(idle >= LIMITS.idleTimeoutMs - 20, `GOAWAY ${idle} ms after the last stream`);
-      assert.ok(idle <= LIMITS.idleTimeoutMs + SLACK_MS, `GOAWAY only ${idle} ms after the last stream`);
+      assert.ok(idle <= LIMITS.idleTimeoutMs + slackMs(), `GOAWAY only ${idle} ms after the last stream`);
       assert.ok(lastStreamAt - startedAt > LIMITS.idleTimeoutMs, "the slow stream outlived the idle timeout");
     } finally {
       await server.close();
@@ -237,13 +237,13 @@ describe("connection bounds (HTTP/2 cleartext)", () => {
       const drip = setInterval(() => stream.write(" "), 100); // moving, so only the request bound applies
       const rstCode = await within(
         new Promise<number>((resolve) => stream.once("close", () => resolve(stream.rstCode!))),
-        LIMITS.requestTimeoutMs + SLACK_MS,
+        LIMITS.requestTimeoutMs + slackMs(),
         "stream still open",
       ).finally(() => clearInterval(drip));
       const ms = performance.now() - openedAt;
       assert.equal(rstCode, http2.constants.NGHTTP2_CANCEL);
       assert.ok(
-        ms >= LIMITS.requestTimeoutMs - 20 && ms <= LIMITS.requestTimeoutMs + SLACK_MS,
+        ms >= LIMITS.requestTimeoutMs - 20 && ms <= LIMITS.requestTimeoutMs + slackMs(),
         `reset after ${ms} ms`,
       );
       assert.deepEqual(await h2Request(session, { ":path": "/" }), { status: 200, body: "ok 0" });
@@ -279,13 +279,13 @@ describe("connection bounds (HTTP/2 cleartext)", () => {
       const openedAt = performance.now();
       const rstCode = await within(
         new Promise<number>((resolve) => quiet.once("close", () => resolve(quiet.rstCode!))),
-        LIMITS.idleTimeoutMs + SLACK_MS,
+        LIMITS.idleTimeoutMs + slackMs(),
         "stream still open",
       );
       const ms = performance.now() - openedAt;
       assert.equal(rstCode, http2.constants.NGHTTP2_CANCEL);
       assert.ok(
-        ms >= LIMITS.idleTimeoutMs - 20 && ms <= LIMITS.idleTimeoutMs + SLACK_MS,
+        ms >= LIMITS.idleTimeoutMs - 20 && ms <= LIMITS.idleTimeoutMs + slackMs(),
         `reset after ${ms} ms`,
       );
     } finally {
@@ -308,7 +308,7 @@ describe("connection bounds (HTTP/2 cleartext)", () => {
       );
       const rstCode = await within(
         new Promise<number>((resolve) => stream.once("close", () => resolve(stream.rstCode!))),
-        LIMITS.idleTimeoutMs + SLACK_MS,
+        LIMITS.idleTimeoutMs + slackMs(),
         "stream still open",
       );
       const ms = performance.now() - stalledAt;
@@ -346,7 +346,7 @@ describe("maximum number of connections", () => {
 
       const extra = connect(server.port);
       extra.socket.write("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-      await extra.closedWithin(SLACK_MS);
+      await extra.closedWithin(slackMs());
       const [head, body] = extra.received().split("\r\n\r\n");
       assert.match(head, /^HTTP\/1\.1 503 Service Unavailable\r\n/);
       assert.match(head, /\r\nRetry-After: 1(\r\n|$)/);
@@ -356,7 +356,7 @@ describe("maximum number of connections", () => {
       const extraH2 = http2.connect(server.url);
       const h2Refused = new Promise<void>((resolve) => extraH2.once("close", resolve));
       extraH2.on("error", () => {});
-      await within(h2Refused, SLACK_MS, "HTTP/2 connection beyond the maximum still open");
+      await within(h2Refused, slackMs(), "HTTP/2 connection beyond the maximum still open");
 
       // The open connections still work, and a place freed serves the next client.
       first.socket.write("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
@@ -373,7 +373,7 @@ describe("maximum number of connections", () => {
 });
 
 async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + testTime(timeoutMs);
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await new Promise((resolve) => setTimeout(resolve, 20));

@@ -4,6 +4,7 @@ import { Writable } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import type { HandlerContext } from "@connectrpc/connect";
 import fastify, { type FastifyInstance } from "fastify";
+import { testTime } from "../../../test/time.ts";
 import { PlatformFeatureSettings } from "../../gen/platform/settings/feature/v3alpha/feature_service_pb.ts";
 import {
   type CreateThingRequest,
@@ -390,7 +391,7 @@ describe("REST transcoder", () => {
       req.on("error", () => {});
       await new Promise((resolve) => setTimeout(resolve, 100));
       req.destroy();
-      for (let i = 0; i < 50 && !aborted.has(id); i++)
+      for (let i = 0; i < testTime(50) && !aborted.has(id); i++)
         await new Promise((resolve) => setTimeout(resolve, 20));
       assert.equal(aborted.get(id), "Error: client closed the connection", id);
     }

@@ -4,6 +4,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { assertRejected, restClient, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
+import { testTime } from "../../../test/time.ts";
 import { PlatformNotifications } from "../../gen/platform/resources/notification/v3alpha/notification_service_pb.ts";
 import { MessageState } from "../../notifications/outbox.ts";
 import { addCallers } from "../actions/testing.ts";
@@ -85,7 +86,7 @@ describe("notification delivery", () => {
   };
   /** The user's messages once none is pending any more. */
   const settled = async (userId: string) => {
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < testTime(200); i++) {
       const rows = await search([{ user_id: { user_id: userId } }]);
       if (rows.length > 0 && rows.every((m) => m.state !== "NOTIFICATION_STATE_PENDING")) return rows;
       await new Promise((r) => setTimeout(r, 50));

@@ -20,6 +20,7 @@ import {
   type TestPlatform,
 } from "../../../test/helpers.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
+import { testTime } from "../../../test/time.ts";
 import { PlatformSessions } from "../../gen/platform/resources/session/v3alpha/session_service_pb.ts";
 import { findLoginSession } from "../../login/sessions.ts";
 
@@ -247,7 +248,7 @@ describe("sessions: second-factor checks and challenges", () => {
     assert.deepEqual(created.json.challenges, { otp_email: "", otp_sms: "" }, "sent, not answered");
     const { details, session_token: token } = created.json;
     let mail: (typeof smtp.received)[number] | undefined;
-    for (let i = 0; i < 200 && !mail; i++) {
+    for (let i = 0; i < testTime(200) && !mail; i++) {
       mail = smtp.received.find((m) => m.envelope.to.includes(`${user.username}@example.com`));
       if (!mail) await sleep(25);
     }
@@ -292,7 +293,7 @@ describe("sessions: second-factor checks and challenges", () => {
     assert.equal(asked.json.challenges.otp_sms, "", "sent, not answered");
     const number = `+41 44 555 10 ${String(seq).padStart(2, "0")}`.replaceAll(" ", "");
     let text: Record<string, unknown> | undefined;
-    for (let i = 0; i < 200 && !text; i++) {
+    for (let i = 0; i < testTime(200) && !text; i++) {
       text = texts.find((t) => JSON.stringify(t).replaceAll(" ", "").includes(number));
       if (!text) await sleep(25);
     }

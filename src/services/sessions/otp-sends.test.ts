@@ -20,6 +20,7 @@ import {
   type TestPlatform,
 } from "../../../test/helpers.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
+import { testTime } from "../../../test/time.ts";
 import {
   OTP_SEND_INTERVAL_SECONDS,
   OTP_SEND_WINDOW_SECONDS,
@@ -134,7 +135,7 @@ describe("sessions: the bound on codes sent by SMS and e-mail", () => {
   const textsTo = (number: string) => texts.filter((t) => t.includes(number)).length;
   /** Waits until `n` texts reached `number`, then a little longer to see that no more come. */
   const expectTexts = async (number: string, n: number) => {
-    for (let i = 0; i < 200 && textsTo(number) < n; i++) await sleep(25);
+    for (let i = 0; i < testTime(200) && textsTo(number) < n; i++) await sleep(25);
     await sleep(300);
     assert.equal(textsTo(number), n);
   };

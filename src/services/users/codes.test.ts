@@ -9,6 +9,7 @@ import { assertRejected, restClient, startPlatform, type TestPlatform } from "..
 import { HttpBrowser } from "../../../test/login.ts";
 import { client, discover } from "../../../test/oidc.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
+import { testTime } from "../../../test/time.ts";
 import { codeHash } from "../../domain/user/codes.ts";
 import { USER, UserEvent } from "../../domain/user/events.ts";
 import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
@@ -88,7 +89,7 @@ describe("users: verification codes", () => {
   const verify = (id: string, code: string, channel = "email") =>
     rest("POST", `${USERS}/${id}/${channel}/_verify`, { json: { verification_code: code } });
   const waitFor = async <T>(find: () => T | undefined, what: string): Promise<T> => {
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < testTime(200); i++) {
       const found = find();
       if (found !== undefined) return found;
       await new Promise((r) => setTimeout(r, 25));

@@ -4,6 +4,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { assertRejected, restClient, startPlatform, type TestPlatform } from "../../../test/helpers.ts";
 import { type SmtpReceiver, startSmtpReceiver } from "../../../test/smtp-receiver.ts";
+import { testTime } from "../../../test/time.ts";
 import { UserEvent } from "../../domain/user/events.ts";
 import { PlatformUsers } from "../../gen/platform/resources/user/v3alpha/user_service_pb.ts";
 import { addCallers } from "../actions/testing.ts";
@@ -73,7 +74,7 @@ describe("users: password reset and invitation", () => {
   const setWithCode = (id: string, code: string, password = "N3w-Pa55word!") =>
     rest("POST", `${USERS}/${id}/_set_password`, { json: { password, verification_code: code } });
   const mailTo = async (address: string, path: string) => {
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < testTime(200); i++) {
       const mail = smtp.received.find(
         (m) => m.envelope.to.includes(address) && (m.mail.text ?? "").includes(path),
       );

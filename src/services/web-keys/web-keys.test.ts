@@ -18,6 +18,7 @@ import {
   restClient,
   startPlatform,
   type TestPlatform,
+  testTime,
 } from "../../../test/helpers.ts";
 import {
   basic,
@@ -402,9 +403,11 @@ describe("web keys API", () => {
     const kid = created.json.details.id;
     assert.equal((await rest("POST", `${WEB_KEYS}/${kid}/_activate`)).status, 200);
     assert.equal((await other.active(instanceId)).kid, before, "its cache still holds the old view");
+    // seen within the cache's 5 s (the bound scaled for a loaded machine)
     const started = Date.now();
+    const bound = testTime(5_500);
     while ((await other.active(instanceId)).kid !== kid) {
-      assert.ok(Date.now() - started < 5_500, "seen within the cache's 5 s");
+      assert.ok(Date.now() - started < bound, "seen within the cache's 5 s");
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     assert.equal(algOf((await signIn()).idToken), "ES384");
