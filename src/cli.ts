@@ -263,7 +263,7 @@ async function start(config: Config): Promise<number> {
 
   await new Promise<void>((resolve) => {
     const shutdown = (signal: string) => {
-      platform.app.log.info({ signal }, "shutting down");
+      platform.app.log.info({ signal, graceSeconds: config.shutdownGraceSeconds }, "shutting down");
       platform.close().then(resolve, (error) => {
         platform.app.log.error({ err: error }, "shutdown failed");
         resolve();
