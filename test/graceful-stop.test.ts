@@ -26,16 +26,31 @@ const human = (username: string, password = true) => ({
   },
 });
 
-/** One request on a connection of its own: its status, or the error that ended it (ECONNRESET, ...). */
-function request(url: string, token: string, method: string, json: unknown): Promise<string> {
+/**
+ * One request on a connection of its own (to 127.0.0.1, no name lookup): `sent` once it is written, then
+ * its status, or the error that ended it (ECONNRESET, ...).
+ */
+function request(
+  base: string,
+  token: string,
+  method: string,
+  path: string,
+  json: unknown,
+): { sent: Promise<void>; answer: Promise<string> } {
   const body = JSON.stringify(json);
-  return new Promise((resolve) => {
+  const url = new URL(path, base);
+  const host = url.host;
+  url.hostname = "127.0.0.1";
+  let written: () => void = () => {};
+  const sent = new Promise<void>((resolve) => (written = resolve));
+  const answer = new Promise<string>((resolve) => {
     const req = http.request(
       url,
       {
         method,
         agent: false,
         headers: {
+          host,
           authorization: `Bearer ${token}`,
           "content-type": "application/json",
           "content-length": Buffer.byteLength(body),
@@ -48,9 +63,13 @@ function request(url: string, token: string, method: string, json: unknown): Pro
         res.on("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
       },
     );
-    req.on("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-    req.end(body);
+    req.on("error", (error: NodeJS.ErrnoException) => {
+      written();
+      resolve(error.code ?? error.message);
+    });
+    req.end(body, () => written());
   });
+  return { sent, answer };
 }
 
 /** The JSON log lines of a process's standard output. */
@@ -94,16 +113,19 @@ describe("graceful stop (SIGTERM)", () => {
       const reply = await rest("POST", USERS, { json: human(`signer-${i}`) });
       assert.equal(reply.status, 201, reply.text);
     }
-    const answers: Promise<string>[] = [];
+    const calls: ReturnType<typeof request>[] = [];
     for (let i = 0; i < 16; i++) {
-      answers.push(
-        request(`${first.url}${SESSIONS}`, token, "POST", {
+      calls.push(
+        request(first.url, token, "POST", SESSIONS, {
           checks: { user: { login_name: `signer-${i}` }, password: { password: PASSWORD } },
         }),
-        request(`${first.url}${USERS}`, token, "POST", human(`new-${i}`)),
+        request(first.url, token, "POST", USERS, human(`new-${i}`)),
       );
     }
-    // the stop comes while the others are in flight (on the embedded database: waiting for it)
+    const answers = calls.map((call) => call.answer);
+    // every request is sent; the stop comes while they are in flight (on the embedded database: waiting
+    // for it, some not even read yet)
+    await Promise.all(calls.map((call) => call.sent));
     await Promise.race(answers);
     const exited = first.stop();
     const statuses = await Promise.all(answers);

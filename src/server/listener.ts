@@ -42,6 +42,11 @@ const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const GRACE_MS = 25_000;
 /** While closing, how often HTTP/1.1 connections without a request in flight are looked at (then ended). */
 const QUIET_CHECK_MS = 250;
+/**
+ * A closing listener keeps taking the connections waiting in the system's accept queue (Node takes one per
+ * turn of the event loop) until a turn takes none, for at most this long.
+ */
+const ACCEPT_QUEUE_DRAIN_MS = 2_000;
 
 /** What a graceful close did with the requests it found (`DualProtocolServer.drained`). */
 export interface DrainCounts {
@@ -110,6 +115,8 @@ class Connections {
   readonly drained: DrainCounts = { finished: 0, cutOff: 0 };
   private refusedSinceWarning = 0;
   private lastWarning = Number.NEGATIVE_INFINITY;
+  /** Connections taken from the system so far (accepted or refused). */
+  private taken = 0;
 
   constructor(
     handler: Handler,
@@ -162,6 +169,7 @@ class Connections {
 
   /** Counts the connection; false when it is one too many (the caller refuses it). */
   accept(socket: net.Socket): boolean {
+    this.taken++;
     socket.on("error", () => socket.destroy());
     if (this.accepted.size >= this.limits.maxConnections) return false;
     this.accepted.add(socket);
@@ -241,6 +249,31 @@ class Connections {
     }
   }
 
+  /**
+   * Calls `stop` (closing the listening socket) once the connections the system has already accepted are
+   * taken: when two turns of the event loop in a row took none (Node takes at most one per turn, so a busy
+   * process may leave many waiting, and closing the socket would reset them), at the latest after
+   * ACCEPT_QUEUE_DRAIN_MS (or the grace period, if shorter).
+   */
+  stopListening(stop: () => void): void {
+    const until = Date.now() + Math.min(ACCEPT_QUEUE_DRAIN_MS, this.graceMs);
+    let seen = this.taken;
+    let quietTurns = 0;
+    const look = () => {
+      if (this.taken === seen) quietTurns++;
+      else [seen, quietTurns] = [this.taken, 0];
+      if (quietTurns >= 2 || Date.now() >= until) stop();
+      else setImmediate(look);
+    };
+    setImmediate(look);
+  }
+
+  /** A connection Node closed at accept (beyond its maxConnections). */
+  noteDropped(): void {
+    this.taken++;
+    this.noteRefused();
+  }
+
   /** Logs refused connections, at most once per WARNING_INTERVAL_MS. */
   noteRefused(): void {
     this.refusedSinceWarning++;
@@ -315,7 +348,7 @@ export class DualProtocolServer extends net.Server {
     this.routing = new Connections(handler, options.limits, options.warn, options.graceMs);
     // Beyond these Node closes connections at accept, before any byte is read.
     this.maxConnections = options.limits.maxConnections + REFUSAL_SLOTS;
-    this.on("drop", () => this.routing.noteRefused());
+    this.on("drop", () => this.routing.noteDropped());
     this.on("connection", (socket) => this.route(socket));
   }
 
@@ -383,13 +416,12 @@ export class DualProtocolServer extends net.Server {
   }
 
   /**
-   * Stops accepting (after a turn of the event loop: connections the system already accepted are taken
-   * and served); in-flight requests finish, then `callback`; connections left after the grace period are
-   * cut.
+   * Stops accepting, once the connections the system already accepted are taken (they are served); the
+   * requests in flight finish, then `callback`; connections left after the grace period are cut.
    */
   override close(callback?: (err?: Error) => void): this {
     this.routing.beginClose(this);
-    setImmediate(() => super.close(callback));
+    this.routing.stopListening(() => super.close(callback));
     return this;
   }
 }
@@ -411,7 +443,7 @@ export class SecureDualProtocolServer extends tls.Server {
     });
     this.routing = new Connections(handler, options.limits, options.warn, options.graceMs);
     this.maxConnections = options.limits.maxConnections;
-    this.on("drop", () => this.routing.noteRefused());
+    this.on("drop", () => this.routing.noteDropped());
     this.on("connection", (socket: net.Socket) => {
       if (!this.routing.accept(socket)) socket.destroy();
     });
@@ -439,7 +471,7 @@ export class SecureDualProtocolServer extends tls.Server {
 
   override close(callback?: (err?: Error) => void): this {
     this.routing.beginClose(this);
-    setImmediate(() => super.close(callback));
+    this.routing.stopListening(() => super.close(callback));
     return this;
   }
 }
