@@ -262,15 +262,20 @@ async function start(config: Config): Promise<number> {
   process.stdout.write(`${lines.join("\n")}\n`);
 
   await new Promise<void>((resolve) => {
+    const onTerm = () => shutdown("SIGTERM");
+    const onInt = () => shutdown("SIGINT");
     const shutdown = (signal: string) => {
-      platform.app.log.info({ signal }, "shutting down");
+      // a second signal, of either kind, ends the process at once (the default action)
+      process.off("SIGTERM", onTerm);
+      process.off("SIGINT", onInt);
+      platform.app.log.info({ signal, graceSeconds: config.shutdownGraceSeconds }, "shutting down");
       platform.close().then(resolve, (error) => {
         platform.app.log.error({ err: error }, "shutdown failed");
         resolve();
       });
     };
-    process.once("SIGTERM", () => shutdown("SIGTERM"));
-    process.once("SIGINT", () => shutdown("SIGINT"));
+    process.on("SIGTERM", onTerm);
+    process.on("SIGINT", onInt);
   });
   return 0;
 }

@@ -64,6 +64,11 @@ export interface Config {
   assertionAudience: AssertionAudienceProfile;
   /** Largest request body (REST) or request message (gRPC, gRPC-web, Connect) accepted, in bytes. */
   maxRequestBodyBytes: number;
+  /**
+   * How long a stop (SIGTERM, SIGINT) lets the requests and outbox sends in flight finish before it cuts
+   * them off (PLATFORM_SHUTDOWN_GRACE_SECONDS; src/platform.ts `close`).
+   */
+  shutdownGraceSeconds: number;
   /** Bounds on client connections (src/server/listener.ts). */
   connections: {
     headersTimeoutMs: number;
@@ -277,6 +282,12 @@ export const variables: VariableSpec[] = [
     name: "PLATFORM_MAX_CONNECTIONS",
     default: "from the open-file limit",
     description: "open client connections; more are refused (503 on cleartext HTTP/1.1)",
+  },
+  {
+    name: "PLATFORM_SHUTDOWN_GRACE_SECONDS",
+    default: "25",
+    description:
+      "on SIGTERM/SIGINT: time for requests and deliveries in flight to finish before they are cut",
   },
   {
     name: "PLATFORM_LOGIN_ATTEMPTS_PER_IP",
@@ -671,6 +682,12 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       str("PLATFORM_MAX_REQUEST_BODY_BYTES", String(DEFAULT_MAX_REQUEST_BODY_BYTES))!,
       1024,
       MAX_REQUEST_BODY_BYTES_LIMIT,
+    ),
+    shutdownGraceSeconds: parseInteger(
+      "PLATFORM_SHUTDOWN_GRACE_SECONDS",
+      str("PLATFORM_SHUTDOWN_GRACE_SECONDS", "25")!,
+      0,
+      3600,
     ),
     connections,
     execution,

@@ -23,9 +23,11 @@ import { createNotificationDelivery, type NotificationDelivery } from "./notific
 import { NotificationSender } from "./notifications/sender.ts";
 import { SigningKeys } from "./oidc/keys.ts";
 import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
+import type { StopCounts } from "./outbox/worker.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
+import type { DrainCounts } from "./server/listener.ts";
 import { buildServer } from "./server/server.ts";
 import { authenticationInterceptor, callerOf, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
@@ -60,7 +62,12 @@ export interface Platform {
   /** The port of PLATFORM_METRICS_PORT's listener, once `listen` started it. */
   metricsPort?: number;
   bootstrapResult?: BootstrapResult;
-  /** Stops accepting, lets in-flight requests finish, closes the database. Safe to call twice. */
+  /**
+   * Stops: accepts no more connections and the workers take no more rows; the requests of accepted
+   * connections and the outbox sends in flight finish within PLATFORM_SHUTDOWN_GRACE_SECONDS (what is
+   * left then is cut off); then LISTEN, the process lease and the database are closed, and one line says
+   * what was finished and cut off. Safe to call twice.
+   */
   close(): Promise<void>;
 }
 
@@ -225,15 +232,29 @@ export async function createPlatform(
     let closing: Promise<void> | undefined;
     const close = () => {
       closing ??= (async () => {
+        const started = Date.now();
+        const deadline = started + config.shutdownGraceSeconds * 1000;
+        // The workers take nothing more; their sends in flight finish while the requests do (until the
+        // deadline). The onClose hooks below wait for these same stops.
+        const deliveries = executions.close(deadline);
+        const sent = messages.close(deadline);
         try {
           await adminSocket?.close();
           await platform.metricsListener?.close();
+          // stops accepting, serves the requests of accepted connections, then the onClose hooks
           await app.close();
           await eventStore.broadcast.flushed(); // the last changes' notifications
         } finally {
           try {
-            await db.close();
+            await db.close(); // the embedded database lets the queries still queued finish first
           } finally {
+            logStop(app.log, {
+              ms: Date.now() - started,
+              graceSeconds: config.shutdownGraceSeconds,
+              requests: (app.server as unknown as { drained?: DrainCounts }).drained ?? NONE,
+              deliveries: await deliveries.catch(() => NONE),
+              messages: await sent.catch(() => NONE),
+            });
             await tracing?.shutdown(); // exports the spans still buffered
           }
         }
@@ -262,6 +283,38 @@ export async function createPlatform(
     await tracing?.shutdown().catch(() => {});
     throw error;
   }
+}
+
+const NONE = { finished: 0, cutOff: 0 };
+
+/**
+ * The one line of a stop: what was in flight and finished, and what the grace period cut off (then a
+ * warning naming PLATFORM_SHUTDOWN_GRACE_SECONDS).
+ */
+function logStop(
+  log: FastifyBaseLogger,
+  stop: {
+    ms: number;
+    graceSeconds: number;
+    requests: DrainCounts;
+    deliveries: StopCounts;
+    messages: StopCounts;
+  },
+): void {
+  const { requests, deliveries, messages } = stop;
+  const n = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`;
+  const counted = (key: keyof StopCounts) =>
+    `${n(requests[key], "request", "requests")}, ${n(deliveries[key], "event delivery", "event deliveries")} ` +
+    `and ${n(messages[key], "message", "messages")}`;
+  const cutOff = requests.cutOff + deliveries.cutOff + messages.cutOff;
+  const text =
+    `stopped in ${(stop.ms / 1000).toFixed(1)} s: finished ${counted("finished")} in flight` +
+    (cutOff > 0
+      ? `; cut off ${counted("cutOff")} at the grace limit (PLATFORM_SHUTDOWN_GRACE_SECONDS=${stop.graceSeconds})`
+      : "");
+  const fields = { stop: { ms: stop.ms, requests, deliveries, messages } };
+  if (cutOff > 0) log.warn(fields, text);
+  else log.info(fields, text);
 }
 
 /** The caller of an API call as request and response targets are told (src/execution/interceptor.ts). */

@@ -9,6 +9,7 @@ import { randomToken } from "../crypto/tokens.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { OutboundPolicy } from "../net/outbound.ts";
+import type { StopCounts } from "../outbox/worker.ts";
 import type { FeatureGate } from "../query/features.ts";
 import type { Database } from "../storage/database.ts";
 import type { NotificationListener } from "../storage/notifications.ts";
@@ -32,8 +33,12 @@ export interface Executions {
   listen(listener: NotificationListener): void;
   /** Starts the delivery worker. */
   start(): void;
-  /** Stops the worker and waits for asynchronous calls; before the database closes. */
-  close(): Promise<void>;
+  /**
+   * Stops the worker (its deliveries in flight finish until `deadline`, ms since the epoch; default:
+   * PLATFORM_SHUTDOWN_GRACE_SECONDS from now) and waits for asynchronous calls; before the database
+   * closes. What the worker's stop did: `StopCounts`.
+   */
+  close(deadline?: number): Promise<StopCounts>;
 }
 
 export function settingsOf(config: Config, outbound: OutboundPolicy): ExecutionSettings {
@@ -85,7 +90,7 @@ export function createExecutions(options: {
     if (wake) worker.wake();
   });
 
-  let closing: Promise<void> | undefined;
+  let closing: Promise<StopCounts> | undefined;
   return {
     engine,
     worker,
@@ -96,10 +101,11 @@ export function createExecutions(options: {
     start() {
       worker.start();
     },
-    close() {
+    close(deadline = Date.now() + config.shutdownGraceSeconds * 1000) {
       closing ??= (async () => {
-        await worker.stop();
-        await engine.close();
+        const counts = await worker.stop(deadline);
+        await engine.close(Math.max(0, deadline - Date.now()));
+        return counts;
       })();
       return closing;
     },

@@ -4,7 +4,8 @@
  * targets: delivered on a 2xx answer; pending again after a back-off with jitter; failed once
  * PLATFORM_EXECUTION_MAX_ATTEMPTS are used up, or at once when the target was deleted or the instance's
  * `actions` feature is off. Delivery is at least once: a target may see an event again, e.g. after a
- * crash mid-call. A process that stops cancels its calls in flight and gives their rows back.
+ * crash mid-call, or after a stop that cut its call off at the grace limit. A process that stops lets its
+ * calls in flight finish (PLATFORM_SHUTDOWN_GRACE_SECONDS); a call it cuts off counts as an attempt.
  */
 import type { Metrics } from "../metrics/metrics.ts";
 import { type Outcome, RowState } from "../outbox/table.ts";
@@ -57,6 +58,7 @@ export class DeliveryWorker extends OutboxWorker<ClaimedDelivery> {
       throw new AttemptFailure(`target ${row.target_id} was deleted`, true);
     if (!(await engine.enabled(row.instance_id)))
       throw new AttemptFailure('not sent: feature "actions" is disabled for this instance', true);
+    if (signal.aborted) throw new AttemptCancelled(false); // not called: given back untried
     const target = {
       id: row.target_id,
       name: row.target_name,

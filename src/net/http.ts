@@ -131,6 +131,7 @@ export class HttpCaller {
     if (refusal) return Promise.reject(new CallFailure("denied", refusal));
     const secure = target.protocol === "https:";
 
+    if (signal?.aborted) return Promise.reject(new CallFailure("cancelled", "cancelled"));
     return new Promise<CallAnswer>((resolve, reject) => {
       let settled = false;
       const fail = (failure: CallFailure) => {

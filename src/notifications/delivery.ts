@@ -11,6 +11,7 @@ import { SETTINGS } from "../domain/settings/events.ts";
 import { UserEvent } from "../domain/user/events.ts";
 import type { EventStore } from "../eventstore/eventstore.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import type { StopCounts } from "../outbox/worker.ts";
 import type { Database, Queryable } from "../storage/database.ts";
 import type { NotificationListener } from "../storage/notifications.ts";
 import { MESSAGE_CHANNEL, type NewMessage, queueMessage } from "./outbox.ts";
@@ -26,8 +27,11 @@ export interface NotificationDelivery {
   /** PostgreSQL: wakes the worker when any process committed messages. Before the listener starts. */
   listen(listener: NotificationListener): void;
   start(): void;
-  /** Stops the worker and waits for the sends in flight; before the database closes. */
-  close(): Promise<void>;
+  /**
+   * Stops the worker and waits for the sends in flight until `deadline` (ms since the epoch; default:
+   * PLATFORM_SHUTDOWN_GRACE_SECONDS from now); before the database closes.
+   */
+  close(deadline?: number): Promise<StopCounts>;
 }
 
 /**
@@ -140,7 +144,7 @@ export function createNotificationDelivery(options: {
     worker.wake();
   });
 
-  let closing: Promise<void> | undefined;
+  let closing: Promise<StopCounts> | undefined;
   return {
     worker,
     queue,
@@ -151,8 +155,8 @@ export function createNotificationDelivery(options: {
     start() {
       worker.start();
     },
-    close() {
-      closing ??= worker.stop();
+    close(deadline = Date.now() + config.shutdownGraceSeconds * 1000) {
+      closing ??= worker.stop(deadline);
       return closing;
     },
   };

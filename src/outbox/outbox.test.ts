@@ -48,7 +48,10 @@ interface Stored {
   [key: string]: unknown;
 }
 
-/** Sends by the item's `what`: ok (answer 201), flaky (a transient failure), refused (permanent), hang. */
+/**
+ * Sends by the item's `what`: ok (answer 201), flaky (a transient failure), refused (permanent), slow (ok
+ * after 300 ms), hang (until cancelled), unsent (until cancelled, before anything went out).
+ */
 class TestWorker extends OutboxWorker<Item> {
   readonly sent: string[] = [];
   constructor(db: Database, processId: string, maxAttempts: number) {
@@ -69,9 +72,10 @@ class TestWorker extends OutboxWorker<Item> {
     this.sent.push(row.id);
     if (row.what === "flaky") throw new AttemptFailure("flaky: no answer", false);
     if (row.what === "refused") throw new AttemptFailure("refused for good", true, 403);
-    if (row.what === "hang")
+    if (row.what === "slow") await new Promise((r) => setTimeout(r, 300));
+    if (row.what === "hang" || row.what === "unsent")
       await new Promise((_, reject) =>
-        signal.addEventListener("abort", () => reject(new AttemptCancelled())),
+        signal.addEventListener("abort", () => reject(new AttemptCancelled(row.what === "hang"))),
       );
     return { answer: 201 };
   }
@@ -170,19 +174,43 @@ describe("durable outbox (src/outbox)", () => {
     assert.equal(again?.id, "e", "due again at once");
   });
 
-  it("a stopping worker cancels the sends in flight and gives their rows back untried", async () => {
-    await queue({ f: "hang" });
-    const worker = new TestWorker(db, "p1", 3);
+  async function sending(worker: TestWorker, count: number): Promise<void> {
     worker.start();
     const deadline = Date.now() + testTime(20_000);
-    while (worker.sent.length === 0) {
+    while (worker.sent.length < count) {
       if (Date.now() > deadline) assert.fail("not sent");
       await new Promise((r) => setTimeout(r, 20));
     }
-    await worker.stop();
+  }
+
+  it("a stopping worker takes no more rows and lets the sends in flight finish", async () => {
+    await queue({ f: "slow" });
+    const worker = new TestWorker(db, "p1", 3);
+    await sending(worker, 1);
+    assert.deepEqual(await worker.stop(), { finished: 1, cutOff: 0 });
     const f = (await stored()).get("f") as Stored;
-    assert.equal(f.state, RowState.pending);
-    assert.equal(f.attempts, 0);
-    assert.equal(f.leased_by, null);
+    assert.equal(f.state, RowState.done, "sent and recorded before the stop ended");
+    assert.equal(f.attempts, 1);
+    await queue({ g: "ok" });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal((await stored()).get("g")?.attempts, 0, "a stopped worker takes nothing");
+  });
+
+  it("at the stop's deadline it cancels the sends left: a started attempt counts and is due again at once", async () => {
+    await queue({ h: "hang", u: "unsent" });
+    const worker = new TestWorker(db, "p1", 1);
+    await sending(worker, 2);
+    assert.deepEqual(await worker.stop(Date.now() + 200), { finished: 0, cutOff: 1 });
+    const rows = await stored();
+    const h = rows.get("h") as Stored;
+    assert.equal(h.state, RowState.pending, "not failed by the stop, though its attempts are used up");
+    assert.equal(h.attempts, 1, "the other side may have it: the attempt counts");
+    assert.equal(h.leased_by, null);
+    assert.match(h.last_error ?? "", /^cut off: the process stopped during the attempt$/);
+    assert.ok(h.retry_in_ms <= 0, `due at once: ${h.retry_in_ms}`);
+    const u = rows.get("u") as Stored;
+    assert.equal(u.state, RowState.pending);
+    assert.equal(u.attempts, 0, "nothing went out: given back untried");
+    assert.equal(u.leased_by, null);
   });
 });

@@ -35,6 +35,21 @@ const CLAIM_BATCH = 8;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 /** Outcomes recorded by one statement at most. */
 const RECORD_BATCH = 500;
+/** The error recorded for an attempt cancelled by a stop. */
+const CUT_OFF = "cut off: the process stopped during the attempt";
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([promise.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** An attempt that did not send its item; `permanent`: retrying cannot help. */
 export class AttemptFailure extends Error {
@@ -49,13 +64,29 @@ export class AttemptFailure extends Error {
   }
 }
 
-/** An attempt abandoned because the worker stops: the row is given back untried. */
+/**
+ * An attempt abandoned because the worker stops. `tried`: the item may have reached the other side (the
+ * attempt counts, and the row is due again at once); otherwise the row is given back untried.
+ */
 export class AttemptCancelled extends Error {
-  constructor() {
+  constructor(readonly tried = true) {
     super("cancelled: the worker stops");
     this.name = "AttemptCancelled";
   }
 }
+
+/** What a stop did with the sends in flight (`OutboxWorker.stop`). */
+export interface StopCounts {
+  /** Sends that ended (sent, failed or to be retried) and were recorded while the worker stopped. */
+  finished: number;
+  /** Sends cancelled at the stop's deadline (their attempt counts, due again at once), or left running. */
+  cutOff: number;
+}
+
+/** How long a stop waits by default for the sends in flight before it cancels them. */
+export const STOP_GRACE_MS = 25_000;
+/** After cancelling, how long a stop waits for the cancelled sends to be recorded. */
+const CANCEL_RECORD_MS = 2_000;
 
 export interface RetrySettings {
   maxAttempts: number;
@@ -90,6 +121,8 @@ export abstract class OutboxWorker<Row extends OutboxRow> {
   private nextPurge = Date.now() + 60_000;
   private outcomes: { row: Row; outcome: Outcome; done: (error?: unknown) => void }[] = [];
   private recording?: Promise<void>;
+  private stopping?: Promise<StopCounts>;
+  private readonly counts: StopCounts = { finished: 0, cutOff: 0 };
   protected readonly db: Queryable;
   readonly processId: string;
 
@@ -135,13 +168,27 @@ export abstract class OutboxWorker<Row extends OutboxRow> {
     listener.channel(channel, { notified: () => this.wake(), connected: () => this.wake() });
   }
 
-  /** Stops taking rows, gives back the rows being sent (due again at once), and waits for the loop. */
-  async stop(): Promise<void> {
+  /**
+   * Stops taking rows and lets the sends in flight finish until `deadline` (ms since the epoch; default
+   * STOP_GRACE_MS from now); then cancels those left (an outbox whose sends ignore the signal lets them run)
+   * and waits a moment for their attempts to be recorded: due again at once, each attempt counted, since
+   * the other side may have received it. Safe to call twice (the first deadline holds).
+   */
+  stop(deadline = Date.now() + STOP_GRACE_MS): Promise<StopCounts> {
+    this.stopping ??= this.drain(deadline);
+    return this.stopping;
+  }
+
+  private async drain(deadline: number): Promise<StopCounts> {
     this.stopped = true;
-    this.abort.abort();
     this.wake();
     await this.loop;
-    await Promise.allSettled([...this.inFlight.values()]);
+    const all = Promise.allSettled([...this.inFlight.values()]);
+    if (!(await settlesWithin(all, deadline - Date.now()))) {
+      this.abort.abort();
+      await settlesWithin(all, CANCEL_RECORD_MS);
+    }
+    return { finished: this.counts.finished, cutOff: this.counts.cutOff + this.inFlight.size };
   }
 
   private async run(): Promise<void> {
@@ -220,7 +267,13 @@ export abstract class OutboxWorker<Row extends OutboxRow> {
       outcome = { state: RowState.done, answer: sent?.answer };
     } catch (error) {
       if (error instanceof AttemptCancelled) {
-        await releaseRow(this.db, table, row, this.processId);
+        if (!error.tried) {
+          await releaseRow(this.db, table, row, this.processId);
+          return;
+        }
+        // the attempt counts (the other side may have it); never a reason to give the row up
+        await this.record(row, { state: RowState.pending, error: CUT_OFF, retryInMs: 0 });
+        this.counts.cutOff++;
         return;
       }
       if (!(error instanceof AttemptFailure)) throw error;
@@ -236,6 +289,7 @@ export abstract class OutboxWorker<Row extends OutboxRow> {
             };
     }
     await this.record(row, outcome);
+    if (this.stopped) this.counts.finished++;
     this.recorded(row, outcome);
   }
 

@@ -28,6 +28,8 @@ export interface ConnectionLimits {
 
 export interface ListenerOptions {
   limits: ConnectionLimits;
+  /** How long requests in flight may take to finish after close() before their connections are cut. */
+  graceMs?: number;
   tls?: TlsOptions;
   /** Operator warnings (rate-limited), e.g. app.log.warn. */
   warn?: (message: string) => void;
@@ -36,8 +38,23 @@ export interface ListenerOptions {
 /** First bytes of every HTTP/2 connection with prior knowledge (RFC 9113 §3.4). */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
-/** How long open connections may finish their requests after close() before they are cut. */
-const GRACE_MS = 10_000;
+/** How long open connections may finish their requests after close() before they are cut (default). */
+const GRACE_MS = 25_000;
+/** While closing, how often HTTP/1.1 connections without a request in flight are looked at (then ended). */
+const QUIET_CHECK_MS = 250;
+/**
+ * A closing listener keeps taking the connections waiting in the system's accept queue (Node takes one per
+ * turn of the event loop) until a turn takes none, for at most this long.
+ */
+const ACCEPT_QUEUE_DRAIN_MS = 2_000;
+
+/** What a graceful close did with the requests it found (`DualProtocolServer.drained`). */
+export interface DrainCounts {
+  /** Requests answered (or given up by their clients) after close() began. */
+  finished: number;
+  /** Requests still in flight when the grace period ended: their connections were cut. */
+  cutOff: number;
+}
 
 /** Per HTTP/2 connection; what gRPC servers commonly allow. */
 const MAX_CONCURRENT_STREAMS = 100;
@@ -89,15 +106,23 @@ class Connections {
   private readonly sessions = new Map<http2.ServerHttp2Session, { streams: number; idle?: NodeJS.Timeout }>();
   /** Accepted TCP connections (counted against maxConnections; cut when the grace period ends). */
   private readonly accepted = new Set<net.Socket>();
-  /** Connections handed to the HTTP/1.1 server, with their number of requests in flight. */
-  private readonly http1 = new Map<net.Socket, number>();
+  /**
+   * Connections handed to the HTTP/1.1 server: their requests in flight, and `quiet`, the bytes read from
+   * the socket when its last request was answered (-1 while one may be under way): a connection is idle
+   * only while nothing arrived since, since a request is seen only once its headers are parsed.
+   */
+  private readonly http1 = new Map<net.Socket, { inFlight: number; quiet: number }>();
+  readonly drained: DrainCounts = { finished: 0, cutOff: 0 };
   private refusedSinceWarning = 0;
   private lastWarning = Number.NEGATIVE_INFINITY;
+  /** Connections taken from the system so far (accepted or refused). */
+  private taken = 0;
 
   constructor(
     handler: Handler,
     readonly limits: ConnectionLimits,
     private readonly warn: (message: string) => void = () => {},
+    private readonly graceMs = GRACE_MS,
   ) {
     this.h1 = http.createServer(
       {
@@ -118,11 +143,17 @@ class Connections {
     this.h1.on("timeout", (socket: net.Socket) => this.onHttp1Timeout(socket));
     this.h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
-      this.http1.set(socket, (this.http1.get(socket) ?? 0) + 1);
+      const state = this.http1.get(socket);
+      if (!state) return;
+      state.inFlight++;
+      state.quiet = -1;
       res.once("close", () => {
-        const left = (this.http1.get(socket) ?? 1) - 1;
-        this.http1.set(socket, Math.max(0, left));
-        if (this.closing && left <= 0) socket.end();
+        state.inFlight = Math.max(0, state.inFlight - 1);
+        if (state.inFlight === 0) state.quiet = socket.bytesRead;
+        if (this.closing) {
+          this.drained.finished++;
+          if (state.inFlight === 0) socket.end();
+        }
       });
     });
 
@@ -138,6 +169,7 @@ class Connections {
 
   /** Counts the connection; false when it is one too many (the caller refuses it). */
   accept(socket: net.Socket): boolean {
+    this.taken++;
     socket.on("error", () => socket.destroy());
     if (this.accepted.size >= this.limits.maxConnections) return false;
     this.accepted.add(socket);
@@ -152,7 +184,7 @@ class Connections {
       this.h2.emit("connection", socket);
       return;
     }
-    this.http1.set(socket, 0);
+    this.http1.set(socket, { inFlight: 0, quiet: -1 }); // its first request is arriving
     socket.once("close", () => this.http1.delete(socket));
     this.h1.emit("connection", socket);
     socket.resume();
@@ -164,7 +196,7 @@ class Connections {
    * (bounded by Node's headers and request timeouts) and sending are bounded, not the handler.
    */
   private onHttp1Timeout(socket: net.Socket): void {
-    if ((this.http1.get(socket) ?? 0) > 0 && socket.writableLength === 0) return;
+    if ((this.http1.get(socket)?.inFlight ?? 0) > 0 && socket.writableLength === 0) return;
     socket.destroy();
   }
 
@@ -182,6 +214,7 @@ class Connections {
       state.streams++;
       this.boundStream(stream, headers);
       stream.once("close", () => {
+        if (this.closing) this.drained.finished++;
         if (--state.streams === 0 && !session.closed) closeWhenIdle();
       });
     });
@@ -216,6 +249,31 @@ class Connections {
     }
   }
 
+  /**
+   * Calls `stop` (closing the listening socket) once the connections the system has already accepted are
+   * taken: when two turns of the event loop in a row took none (Node takes at most one per turn, so a busy
+   * process may leave many waiting, and closing the socket would reset them), at the latest after
+   * ACCEPT_QUEUE_DRAIN_MS (or the grace period, if shorter).
+   */
+  stopListening(stop: () => void): void {
+    const until = Date.now() + Math.min(ACCEPT_QUEUE_DRAIN_MS, this.graceMs);
+    let seen = this.taken;
+    let quietTurns = 0;
+    const look = () => {
+      if (this.taken === seen) quietTurns++;
+      else [seen, quietTurns] = [this.taken, 0];
+      if (quietTurns >= 2 || Date.now() >= until) stop();
+      else setImmediate(look);
+    };
+    setImmediate(look);
+  }
+
+  /** A connection Node closed at accept (beyond its maxConnections). */
+  noteDropped(): void {
+    this.taken++;
+    this.noteRefused();
+  }
+
   /** Logs refused connections, at most once per WARNING_INTERVAL_MS. */
   noteRefused(): void {
     this.refusedSinceWarning++;
@@ -229,9 +287,16 @@ class Connections {
     this.lastWarning = now;
   }
 
-  /** Ends idle HTTP/1.1 keep-alive connections and asks HTTP/2 clients to go away (GOAWAY). */
+  /**
+   * Ends the HTTP/1.1 connections without a request in flight on which nothing arrived since their last
+   * answer (or since the last look), and asks HTTP/2 clients to go away (GOAWAY).
+   */
   closeIdle(): void {
-    for (const [socket, inFlight] of this.http1) if (inFlight === 0) socket.end();
+    for (const [socket, state] of this.http1) {
+      if (state.inFlight > 0) continue;
+      if (state.quiet === socket.bytesRead) socket.end();
+      else state.quiet = socket.bytesRead; // a request may be arriving: looked at again later
+    }
     this.closeHttp2Sessions();
   }
 
@@ -239,15 +304,30 @@ class Connections {
     for (const session of this.sessions.keys()) session.close();
   }
 
-  /** Marks the close: requests in flight finish with `Connection: close`; connections left are cut later. */
+  /**
+   * Marks the close: every request of an accepted connection is still served, with `Connection: close`
+   * (HTTP/1.1), and its connection ended once answered. Idle connections are ended after a turn of the
+   * event loop, so that requests already received but not yet read (a busy process) are served too, and
+   * looked at again every QUIET_CHECK_MS. Connections left when the grace period ends are cut.
+   */
   beginClose(server: net.Server): void {
+    if (this.closing) return;
     this.closing = true;
-    this.closeIdle();
+    this.closeHttp2Sessions();
+    setImmediate(() => this.closeIdle());
+    const looking = setInterval(() => this.closeIdle(), QUIET_CHECK_MS);
+    looking.unref();
     const deadline = setTimeout(() => {
+      clearInterval(looking);
+      let cut = 0;
+      for (const state of this.http1.values()) cut += state.inFlight;
+      for (const state of this.sessions.values()) cut += state.streams;
+      this.drained.cutOff += cut;
       for (const socket of this.accepted) socket.destroy();
-    }, GRACE_MS);
+    }, this.graceMs);
     deadline.unref();
     server.once("close", () => {
+      clearInterval(looking);
       clearTimeout(deadline);
       this.h1.close(); // stops Node's connection checks
     });
@@ -265,15 +345,20 @@ export class DualProtocolServer extends net.Server {
 
   constructor(handler: Handler, options: ListenerOptions) {
     super();
-    this.routing = new Connections(handler, options.limits, options.warn);
+    this.routing = new Connections(handler, options.limits, options.warn, options.graceMs);
     // Beyond these Node closes connections at accept, before any byte is read.
     this.maxConnections = options.limits.maxConnections + REFUSAL_SLOTS;
-    this.on("drop", () => this.routing.noteRefused());
+    this.on("drop", () => this.routing.noteDropped());
     this.on("connection", (socket) => this.route(socket));
   }
 
   get closing(): boolean {
     return this.routing.closing;
+  }
+
+  /** What the close did with the requests in flight (counted from close() on). */
+  get drained(): DrainCounts {
+    return this.routing.drained;
   }
 
   private route(socket: net.Socket): void {
@@ -321,19 +406,22 @@ export class DualProtocolServer extends net.Server {
     });
   }
 
-  /** Fastify calls this on close. */
+  /** Fastify calls this on close, before `close`: the same as `close` does (idle is decided there). */
   closeIdleConnections(): void {
-    this.routing.closeIdle();
+    this.routing.beginClose(this);
   }
 
   closeHttp2Sessions(): void {
     this.routing.closeHttp2Sessions();
   }
 
-  /** Stops accepting; in-flight requests finish, then `callback`; connections left after 10 s are cut. */
+  /**
+   * Stops accepting, once the connections the system already accepted are taken (they are served); the
+   * requests in flight finish, then `callback`; connections left after the grace period are cut.
+   */
   override close(callback?: (err?: Error) => void): this {
-    super.close(callback);
     this.routing.beginClose(this);
+    this.routing.stopListening(() => super.close(callback));
     return this;
   }
 }
@@ -353,9 +441,9 @@ export class SecureDualProtocolServer extends tls.Server {
       ALPNProtocols: ["h2", "http/1.1"],
       handshakeTimeout: options.limits.headersTimeoutMs,
     });
-    this.routing = new Connections(handler, options.limits, options.warn);
+    this.routing = new Connections(handler, options.limits, options.warn, options.graceMs);
     this.maxConnections = options.limits.maxConnections;
-    this.on("drop", () => this.routing.noteRefused());
+    this.on("drop", () => this.routing.noteDropped());
     this.on("connection", (socket: net.Socket) => {
       if (!this.routing.accept(socket)) socket.destroy();
     });
@@ -369,8 +457,12 @@ export class SecureDualProtocolServer extends tls.Server {
     return this.routing.closing;
   }
 
+  get drained(): DrainCounts {
+    return this.routing.drained;
+  }
+
   closeIdleConnections(): void {
-    this.routing.closeIdle();
+    this.routing.beginClose(this);
   }
 
   closeHttp2Sessions(): void {
@@ -378,8 +470,8 @@ export class SecureDualProtocolServer extends tls.Server {
   }
 
   override close(callback?: (err?: Error) => void): this {
-    super.close(callback);
     this.routing.beginClose(this);
+    this.routing.stopListening(() => super.close(callback));
     return this;
   }
 }

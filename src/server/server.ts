@@ -144,6 +144,7 @@ export function buildServer({ config, db, instances, metrics, logDestination }: 
     createListener((tracer ? tracingHandler(tracer, handler as never) : handler) as never, {
       tls: config.tls,
       limits: config.connections,
+      graceMs: config.shutdownGraceSeconds * 1000,
       // Called later, once `app` exists.
       warn: (message) => app.log.warn(message),
     }) as never;
@@ -175,7 +176,9 @@ export function buildServer({ config, db, instances, metrics, logDestination }: 
     logController: observer,
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
-    return503OnClosing: true,
+    // A request of a connection accepted before the stop is served (with `Connection: close`) within the
+    // grace period, not refused: the listener decides what is accepted (src/server/listener.ts).
+    return503OnClosing: false,
     trustProxy: config.trustProxy,
     // REST bodies; connect-protocol messages have the same limit as readMaxBytes (src/api/register.ts).
     bodyLimit: config.maxRequestBodyBytes,

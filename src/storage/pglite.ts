@@ -44,6 +44,9 @@ export class PgliteDatabase implements Database {
   private readonly leases = new Set<string>();
   /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
   private pending = 0;
+  /** Set by close(): no further query starts; `settled` is called once `pending` is back to 0. */
+  private closing?: Promise<void>;
+  private settled?: () => void;
   private readonly statements: PgliteStatements;
   private readonly analyzeTimer: NodeJS.Timeout;
   private analyzing: Promise<unknown> | undefined;
@@ -140,11 +143,13 @@ export class PgliteDatabase implements Database {
   }
 
   private async counted<T>(run: () => Promise<T>): Promise<T> {
+    if (this.closing) throw new Error("PGlite is closed"); // as PGlite says it (src/storage/availability.ts)
     this.pending++;
     try {
       return await run();
     } finally {
       this.pending--;
+      if (this.pending === 0) this.settled?.();
     }
   }
 
@@ -174,14 +179,19 @@ export class PgliteDatabase implements Database {
     return this.space.problem();
   }
 
-  async close(): Promise<void> {
-    clearInterval(this.analyzeTimer);
-    await this.analyzing?.catch(() => {});
-    try {
-      await this.pg.close();
-    } finally {
-      this.lock.release();
-    }
+  /** Refuses new queries, lets the running and queued ones finish, then closes PGlite and the lock. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      clearInterval(this.analyzeTimer);
+      if (this.pending > 0) await new Promise<void>((resolve) => (this.settled = resolve));
+      await this.analyzing?.catch(() => {});
+      try {
+        await this.pg.close();
+      } finally {
+        this.lock.release();
+      }
+    })();
+    return this.closing;
   }
 }
 
