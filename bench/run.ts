@@ -5,11 +5,11 @@
 // under the same load generator.
 // Options: BENCH_DURATION (seconds per scenario, default 10), BENCH_CONNECTIONS (API scenarios, default 16),
 // BENCH_OIDC_CONNECTIONS (OIDC scenarios, default 50 as the peer's), BENCH_WARMUP (OIDC, seconds, default 2),
-// BENCH_ONLY (api | oidc | signin | tracing | growth | caches | notifications; default all but tracing, growth and notifications; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
+// BENCH_ONLY (api | oidc | signin | contention | tracing | growth | caches | notifications; default all but tracing, growth and notifications; caches: PostgreSQL only, bench/caches.ts), BENCH_PEER_DIR (default ../shared/bench/peer; needs `npm ci` there;
 // without it the OIDC scenarios run without the peer), BENCH_ROUNDS (OIDC: each scenario this many times,
 // alternating Platform and the peer, medians reported; default 1), BENCH_SIGNIN_CLIENTS (browser sign-in:
 // concurrent browsers, default 8), BENCH_TOTP_USERS (the password + TOTP sign-ins' users, default 1000: each
-// signs in at most twice per 30 s step), BENCH_SIGNIN_STEPS (after the rounds, that many sign-ins of each
+// signs in at most twice per 30 s step), BENCH_WRITERS (contention: concurrent clients creating users while the browsers sign in, default 24), BENCH_SIGNIN_STEPS (after the rounds, that many sign-ins of each
 // kind one at a time, CPU per request: ./signin-steps.ts), BENCH_JSON (append every row as a JSON line to this file),
 // BENCH_SERVER_DIR (run the server of another checkout; bench/compare.ts), BENCH_SERVER_NODE_ARGS (node
 // options for the server only, e.g. a CPU profile), BENCH_API_MATCH (only the API scenarios whose name
@@ -219,6 +219,7 @@ try {
   if (!only || only === "api") await apiScenarios();
   if (!only || only === "oidc") await oidcScenarios();
   if (!only || only === "signin") await signInScenario();
+  if (!only || only === "contention") await signInUnderWrites();
   // two processes on one PostgreSQL database: how soon one refuses what the other revoked (bench/caches.ts)
   if (process.env.DATABASE_URL && (!only || only === "caches"))
     await (await import("./caches.ts")).revocationLag();
@@ -938,6 +939,7 @@ async function closedLoop(concurrency: number, seconds: number, once: () => Prom
     perSecond: latencies.length / elapsed,
     count: latencies.length,
     p50: pct(50),
+    p95: pct(95),
     p99: pct(99),
     errors,
     firstError,
@@ -1064,6 +1066,87 @@ async function signInScenario(): Promise<void> {
       `with TOTP / password only, per round: ${withTotp.join(", ")}; the TOTP verification itself ${totpMicros.toFixed(0)} µs per code (2 more requests: the TOTP page and its post, which completes); ${totpCpuNote}` +
       (totpStalls ? `; ${totpStalls} sign-ins waited for the next time step (raise BENCH_TOTP_USERS)` : "") +
       (totpError ? `; first error: ${totpError}` : ""),
+  });
+}
+
+/**
+ * BENCH_ONLY=contention: browser sign-ins (BENCH_SIGNIN_CLIENTS browsers) alone, then while BENCH_WRITERS
+ * clients create users (the management API, one user per request, no password) as fast as they are
+ * answered. On the embedded database every request's work waits for its one connection: how long a sign-in
+ * takes when writes keep it busy (src/storage/fair-queue.ts).
+ */
+async function signInUnderWrites(): Promise<void> {
+  const writers = Number(process.env.BENCH_WRITERS ?? 24);
+  const app = await benchApp();
+  await signInOnce(app); // the first one creates the signing key
+  if (warmup > 0) await closedLoop(signInClients, warmup, () => signInOnce(app));
+  const alone = await closedLoop(signInClients, duration, () => signInOnce(app));
+  const writerAgent = new http.Agent({ keepAlive: true, maxSockets: writers });
+  let created = 0;
+  let refused = 0;
+  let stop = false;
+  const createUser = (i: number) =>
+    new Promise<number>((resolve, reject) => {
+      const name = `writer-${process.pid}-${Date.now().toString(36)}-${i}`;
+      const body = JSON.stringify({
+        username: name,
+        human: {
+          profile: { given_name: "Bench", family_name: `Writer ${i}` },
+          email: { address: `${name}@bench.example` },
+        },
+      });
+      const request = http.request(
+        {
+          agent: writerAgent,
+          host: "localhost",
+          port,
+          method: "POST",
+          path: "/resources/v3alpha/users",
+          headers: { ...auth, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+        },
+        (response) => {
+          response.resume();
+          response.on("end", () => resolve(response.statusCode ?? 0));
+        },
+      );
+      request.on("error", reject);
+      request.end(body);
+    });
+  let n = 0;
+  const writing = Promise.all(
+    Array.from({ length: writers }, async () => {
+      while (!stop) {
+        const status = await createUser(n++);
+        if (status === 201) created++;
+        else if (status === 503) refused++;
+        else throw new Error(`creating a user: ${status}`);
+      }
+    }),
+  );
+  const started = performance.now();
+  let underWrites: Awaited<ReturnType<typeof closedLoop>>;
+  try {
+    await closedLoop(signInClients, Math.min(warmup, 2), () => signInOnce(app)); // the writers get going
+    underWrites = await closedLoop(signInClients, duration, () => signInOnce(app));
+  } finally {
+    stop = true;
+    await writing;
+    writerAgent.destroy();
+  }
+  const writesPerSecond = created / ((performance.now() - started) / 1000);
+  const note =
+    `sign-in p95 alone ${alone.p95} ms, under writes ${underWrites.p95} ms; the writers created ${writesPerSecond.toFixed(0)} users/s` +
+    `${refused ? `, ${refused} refused with 503` : ""}` +
+    (underWrites.firstError ? `; first sign-in error: ${underWrites.firstError}` : "");
+  record({
+    group: "contention",
+    scenario: `browser sign-ins (${signInClients} browsers) while ${writers} clients create users`,
+    rps: underWrites.perSecond,
+    p50: underWrites.p50,
+    p99: underWrites.p99,
+    errors: underWrites.errors + alone.errors,
+    reference: { name: "the same sign-ins alone", rps: alone.perSecond, p50: alone.p50, p99: alone.p99 },
+    note,
   });
 }
 

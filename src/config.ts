@@ -18,6 +18,8 @@ export interface Config {
   /** Longest statement on PostgreSQL, in ms; 0: unbounded (PLATFORM_DATABASE_STATEMENT_TIMEOUT_MS). */
   statementTimeoutMs: number;
   dataDir: string;
+  /** Most queries and transactions waiting for the embedded database's connection (PLATFORM_EMBEDDED_QUEUE_LIMIT). */
+  embeddedQueueLimit: number;
   firstInstance: {
     orgName: string;
     adminUsername: string;
@@ -197,6 +199,12 @@ export const variables: VariableSpec[] = [
       "PostgreSQL: longest statement; a slower or unanswered one ends with 503 (its connection is dropped when the server does not answer); 0 = unbounded",
   },
   { name: "PLATFORM_DATA_DIR", default: "./.data", description: "embedded database directory" },
+  {
+    name: "PLATFORM_EMBEDDED_QUEUE_LIMIT",
+    default: "256",
+    description:
+      "embedded database: most queries and transactions waiting for its one connection (served first come, first served by request); beyond, the latest request's is refused with 503 and Retry-After",
+  },
   { name: "PLATFORM_FIRSTINSTANCE_ORG_NAME", default: "Platform", description: "first organization" },
   { name: "PLATFORM_FIRSTINSTANCE_ADMIN_USERNAME", default: "admin", description: "first human IAM_OWNER" },
   {
@@ -627,6 +635,12 @@ export function loadConfig(env: Source = process.env, configFile?: string): Conf
       3_600_000,
     ),
     dataDir: path.resolve(str("PLATFORM_DATA_DIR", "./.data")!),
+    embeddedQueueLimit: parseInteger(
+      "PLATFORM_EMBEDDED_QUEUE_LIMIT",
+      str("PLATFORM_EMBEDDED_QUEUE_LIMIT", "256")!,
+      1,
+      1_000_000,
+    ),
     firstInstance: {
       orgName,
       adminUsername,

@@ -180,13 +180,26 @@ export class Metrics {
     });
     new Gauge({
       name: "platform_db_waiting",
-      help: "Queries and transactions waiting for a database connection",
+      help: "Queries and transactions waiting for a database connection (the embedded database: its queue)",
       registers: [this.registry],
       collect() {
         const s = stats();
         if (s) this.set(s.waiting);
       },
     });
+    if (db.kind === "pglite")
+      new Counter({
+        name: "platform_db_queue_refused_total",
+        help: "Queries and transactions the embedded database refused (503), its queue being full (PLATFORM_EMBEDDED_QUEUE_LIMIT)",
+        registers: [this.registry],
+        collect() {
+          const refused = stats()?.refused;
+          if (refused === undefined) return;
+          // the count is kept by the database: the counter shows it as it is
+          this.reset();
+          this.inc(refused);
+        },
+      });
   }
 
   /**

@@ -14,6 +14,7 @@ import { METRICS_PATH, registerMetricsRoute } from "../metrics/endpoint.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { InstanceDirectory } from "../query/instances.ts";
 import type { Database } from "../storage/database.ts";
+import { inArrivalOrder } from "../storage/fair-queue.ts";
 import { migrationsComplete } from "../storage/migrate.ts";
 import { annotateRequestSpan, nameRequestSpan, tracingHandler } from "../tracing/http-server.ts";
 import { activeTracer } from "../tracing/tracing.ts";
@@ -140,8 +141,10 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
  */
 export function buildServer({ config, db, instances, metrics, logDestination }: ServerDeps): FastifyInstance {
   const tracer = activeTracer();
+  // Each request draws its arrival ticket: the embedded database serves its work in that order
+  // (src/storage/fair-queue.ts).
   const serverFactory: FastifyServerFactory = (handler) =>
-    createListener((tracer ? tracingHandler(tracer, handler as never) : handler) as never, {
+    createListener(inArrivalOrder(tracer ? tracingHandler(tracer, handler as never) : handler) as never, {
       tls: config.tls,
       limits: config.connections,
       graceMs: config.shutdownGraceSeconds * 1000,

@@ -57,6 +57,8 @@ export interface PoolStats {
   idle: number;
   /** Queries and transactions waiting for a connection. */
   waiting: number;
+  /** The embedded database: queries and transactions refused since start, its queue being full. */
+  refused?: number;
 }
 
 /** PostgreSQL SQLSTATE of an error from either driver, if it has one. */

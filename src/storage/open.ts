@@ -10,7 +10,7 @@ import { connectPostgres } from "./postgres.ts";
  */
 export async function openDatabase(
   config: Pick<Config, "databaseUrl" | "dataDir"> &
-    Partial<Pick<Config, "preparedStatements" | "statementTimeoutMs">>,
+    Partial<Pick<Config, "preparedStatements" | "statementTimeoutMs" | "embeddedQueueLimit">>,
 ): Promise<Database> {
   return withAvailabilityErrors(
     config.databaseUrl
@@ -18,6 +18,6 @@ export async function openDatabase(
           preparedStatements: config.preparedStatements,
           statementTimeoutMs: config.statementTimeoutMs,
         })
-      : await PgliteDatabase.open(config.dataDir),
+      : await PgliteDatabase.open(config.dataDir, { queueLimit: config.embeddedQueueLimit }),
   );
 }

@@ -7,6 +7,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
 import type { Database, PoolStats, ProcessLease, Queryable, Row } from "./database.ts";
 import { type DataDirLock, DataDirLockedError, lockDataDir } from "./datadir-lock.ts";
+import { FairQueue } from "./fair-queue.ts";
 import { ANALYZE_INTERVAL_MS, analyzeGrownTables } from "./pglite-analyze.ts";
 import { DiskSpaceGuard, exitOnFatal, MIN_FREE_BYTES } from "./pglite-failures.ts";
 import { PgliteStatements } from "./pglite-statements.ts";
@@ -36,17 +37,20 @@ const pgliteStartParams = [
 
 /**
  * The embedded database: PostgreSQL compiled to WebAssembly, persisted in `<dataDir>/pgdata`.
- * It has one connection; PGlite queues every query and runs a transaction exclusively, so writes are
- * serialized. A lock file keeps a second process off the same directory.
+ * It has one connection, served to one unit of work (a statement or a transaction) at a time, first come
+ * first served by request, at most `queueLimit` waiting (fair-queue.ts; PGlite's own locks, taken inside,
+ * are then never contended). A lock file keeps a second process off the same directory.
  */
 export class PgliteDatabase implements Database {
   readonly kind = "pglite" as const;
   private readonly leases = new Set<string>();
-  /** Queries and transactions started and not finished: one runs on the connection, the others wait. */
+  /** Queries and transactions started and not finished (running or waiting in the queue). */
   private pending = 0;
   /** Set by close(): no further query starts; `settled` is called once `pending` is back to 0. */
   private closing?: Promise<void>;
   private settled?: () => void;
+  /** Queries and transactions: one runs on the connection, the others wait. */
+  private readonly queue: FairQueue;
   private readonly statements: PgliteStatements;
   private readonly analyzeTimer: NodeJS.Timeout;
   private analyzing: Promise<unknown> | undefined;
@@ -55,7 +59,9 @@ export class PgliteDatabase implements Database {
     private readonly pg: PGlite,
     private readonly lock: DataDirLock,
     private readonly space: DiskSpaceGuard,
+    queueLimit: number,
   ) {
+    this.queue = new FairQueue(queueLimit);
     this.statements = new PgliteStatements(pg);
     this.analyzeTimer = setInterval(() => void this.analyzeGrownTables(), ANALYZE_INTERVAL_MS).unref();
   }
@@ -82,9 +88,14 @@ export class PgliteDatabase implements Database {
 
   /**
    * `minFreeBytes`: changes are refused (DatabaseFullError) while less is free on the directory's file
-   * system (default MIN_FREE_BYTES; 0 turns the guard off, for tests of what it prevents).
+   * system (default MIN_FREE_BYTES; 0 turns the guard off, for tests of what it prevents). `queueLimit`:
+   * most units of work waiting for the connection (PLATFORM_EMBEDDED_QUEUE_LIMIT, default
+   * DEFAULT_QUEUE_LIMIT); more are refused with DatabaseUnavailableError (fair-queue.ts).
    */
-  static async open(dataDir: string, options: { minFreeBytes?: number } = {}): Promise<PgliteDatabase> {
+  static async open(
+    dataDir: string,
+    options: { minFreeBytes?: number; queueLimit?: number } = {},
+  ): Promise<PgliteDatabase> {
     mkdirSync(dataDir, { recursive: true });
     let lock: DataDirLock;
     try {
@@ -100,7 +111,12 @@ export class PgliteDatabase implements Database {
         pgdata,
         exitOnFatal(dataDir, () => lock.release()),
       );
-      return new PgliteDatabase(pg, lock, new DiskSpaceGuard(pgdata, options.minFreeBytes ?? MIN_FREE_BYTES));
+      return new PgliteDatabase(
+        pg,
+        lock,
+        new DiskSpaceGuard(pgdata, options.minFreeBytes ?? MIN_FREE_BYTES),
+        options.queueLimit ?? DEFAULT_QUEUE_LIMIT,
+      );
     } catch (error) {
       lock.release();
       throw new Error(
@@ -112,7 +128,7 @@ export class PgliteDatabase implements Database {
   async query<T extends Row = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
     if (!READ_ONLY.test(sql)) this.space.check();
     // PGlite's own `query` takes both locks the same way: no statement runs inside another's transaction.
-    return this.counted(async () => {
+    return this.queued(async () => {
       await this.pg._checkReady();
       return this.pg._runExclusiveTransaction(() =>
         this.pg.runExclusive(() => this.statements.run<T>(sql, params, false)),
@@ -122,12 +138,12 @@ export class PgliteDatabase implements Database {
 
   async exec(sql: string): Promise<void> {
     this.space.check();
-    await this.counted(() => this.pg.exec(sql));
+    await this.queued(() => this.pg.exec(sql));
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     this.space.check();
-    return this.counted(() =>
+    return this.queued(() =>
       this.pg.transaction(async (tx) =>
         fn({
           query: async <R extends Row = Row>(sql: string, params: readonly unknown[] = []) => {
@@ -142,11 +158,12 @@ export class PgliteDatabase implements Database {
     );
   }
 
-  private async counted<T>(run: () => Promise<T>): Promise<T> {
+  /** Through the fair queue, counted so that close() waits for what was started and queued. */
+  private async queued<T>(run: () => Promise<T>): Promise<T> {
     if (this.closing) throw new Error("PGlite is closed"); // as PGlite says it (src/storage/availability.ts)
     this.pending++;
     try {
-      return await run();
+      return await this.queue.run(run);
     } finally {
       this.pending--;
       if (this.pending === 0) this.settled?.();
@@ -154,8 +171,8 @@ export class PgliteDatabase implements Database {
   }
 
   poolStats(): PoolStats {
-    const inUse = this.pending > 0 ? 1 : 0;
-    return { max: 1, inUse, idle: 1 - inUse, waiting: Math.max(0, this.pending - 1) };
+    const inUse = this.queue.inUse ? 1 : 0;
+    return { max: 1, inUse, idle: 1 - inUse, waiting: this.queue.length, refused: this.queue.refused };
   }
 
   /**
@@ -194,6 +211,9 @@ export class PgliteDatabase implements Database {
     return this.closing;
   }
 }
+
+/** Most units of work waiting for the embedded database's connection (PLATFORM_EMBEDDED_QUEUE_LIMIT). */
+export const DEFAULT_QUEUE_LIMIT = 256;
 
 /** Statements that change nothing: run even while the disk is full. */
 const READ_ONLY = /^\s*(SELECT|SHOW|VALUES|TABLE|EXPLAIN)\b/i;
