@@ -5,7 +5,8 @@ import type { Queryable } from "../storage/database.ts";
 import type { Caller, ResolvedContext } from "./caller.ts";
 import { coversRoles, type Permission, permissionsOf } from "./permissions.ts";
 
-interface Membership {
+/** A membership as the Authorizer caches it. */
+export interface Membership {
   contextType: number;
   contextId: string;
   roles: string[];
@@ -105,23 +106,32 @@ export class Authorizer {
     return memberships;
   }
 
-  /** Permissions the caller holds in the context (instance roles count everywhere in the instance). */
-  async permissionsIn(caller: Caller, context: ResolvedContext): Promise<ReadonlySet<Permission>> {
-    if (caller.kind === "system") return permissionsOf(["IAM_OWNER"]);
-    if (context.type === "system" || context.instanceId !== caller.instanceId) return NONE;
-    const roles: string[] = [];
-    for (const m of await this.memberships(caller.instanceId, caller.userId)) {
-      const applies =
+  /**
+   * The caller's memberships whose roles apply in the context: its instance membership, its membership in
+   * the context's organization, and its membership in the context's project. None for a system user (it
+   * holds no memberships) or outside the caller's instance.
+   */
+  async membershipsIn(caller: Caller, context: ResolvedContext): Promise<Membership[]> {
+    if (caller.kind === "system") return [];
+    if (context.type === "system" || context.instanceId !== caller.instanceId) return [];
+    return (await this.memberships(caller.instanceId, caller.userId)).filter(
+      (m) =>
         (m.contextType === ContextType.instance && m.contextId === context.instanceId) ||
         (m.contextType === ContextType.org &&
           (context.type === "org" || context.type === "project") &&
           m.contextId === context.orgId) ||
         (m.contextType === ContextType.project &&
           context.type === "project" &&
-          m.contextId === context.projectId);
-      if (applies) roles.push(...m.roles);
-    }
-    return permissionsOf(roles);
+          m.contextId === context.projectId),
+    );
+  }
+
+  /** Permissions the caller holds in the context (instance roles count everywhere in the instance). */
+  async permissionsIn(caller: Caller, context: ResolvedContext): Promise<ReadonlySet<Permission>> {
+    if (caller.kind === "system") return permissionsOf(["IAM_OWNER"]);
+    const applying = await this.membershipsIn(caller, context);
+    if (applying.length === 0) return NONE;
+    return permissionsOf(applying.length === 1 ? applying[0].roles : applying.flatMap((m) => m.roles));
   }
 
   async can(caller: Caller, permission: Permission, context: ResolvedContext): Promise<boolean> {

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { apiService } from "../../api/register.ts";
+import type { Membership as CachedMembership } from "../../auth/authorize.ts";
 import type { ResolvedContext } from "../../auth/caller.ts";
 import { type Permission, rolesByContext } from "../../auth/permissions.ts";
 import {
@@ -16,6 +17,7 @@ import { OwnerType, type SettingsOwner } from "../../domain/settings/events.ts";
 import { InvalidArgumentError, NotFoundError } from "../../errors.ts";
 import type { StoredEvent } from "../../eventstore/types.ts";
 import {
+  CallerMembershipSchema,
   type Membership,
   MembershipContextSchema,
   MembershipContextType,
@@ -24,6 +26,7 @@ import {
   type MembershipSearchFilter,
   PatchMembershipSchema,
   PlatformMemberships,
+  RoleInContextSchema,
 } from "../../gen/platform/resources/membership/v3alpha/membership_service_pb.ts";
 import { newId } from "../../id.ts";
 import { search, toPage, Where } from "../../query/search.ts";
@@ -117,6 +120,22 @@ function toMembership(instanceId: string, row: MembershipRow): Membership {
       id: row.context_id,
     }),
   });
+}
+
+/** A cached membership's context as the API shows it. */
+function apiContext(m: CachedMembership) {
+  return create(MembershipContextSchema, {
+    type: apiContextType[m.contextType] ?? MembershipContextType.UNSPECIFIED,
+    id: m.contextId,
+  });
+}
+
+/** Memberships by where they sit (instance, organization, project), then by context ID. */
+function sortedMemberships(memberships: readonly CachedMembership[]): CachedMembership[] {
+  return [...memberships].sort(
+    (a, b) =>
+      a.contextType - b.contextType || (a.contextId < b.contextId ? -1 : a.contextId > b.contextId ? 1 : 0),
+  );
 }
 
 /** Roles must be available in the context (rolesByContext), naming the first that is not. */
@@ -276,6 +295,31 @@ export function membershipsService(deps: ServiceDeps) {
       const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
       const context = await memberContext(call, req.projectId);
       return { roles: [...rolesByContext[context.type]] };
+    },
+
+    async listMyPermissions(req, ctx) {
+      const call = await authorize(deps, ctx, "authenticated", { ctx: req.ctx });
+      let context = call.context;
+      if (req.projectId !== undefined) context = await memberContext(call, req.projectId);
+      const { caller } = call;
+      const [held, applying, all] = await Promise.all([
+        deps.authorizer.permissionsIn(caller, context),
+        deps.authorizer.membershipsIn(caller, context),
+        caller.kind === "user" ? deps.authorizer.memberships(caller.instanceId, caller.userId) : [],
+      ]);
+      const roles = sortedMemberships(applying).flatMap((m) =>
+        [...m.roles].sort().map((role) => create(RoleInContextSchema, { role, context: apiContext(m) })),
+      );
+      return {
+        permissions: [...held].sort(),
+        roles,
+        systemUser: caller.kind === "system",
+        memberships: sortedMemberships(all).map((m) =>
+          create(CallerMembershipSchema, { context: apiContext(m), roles: [...m.roles].sort() }),
+        ),
+        userId: caller.userId,
+        orgId: caller.kind === "user" ? caller.orgId : "",
+      };
     },
 
     async getMembership(req, ctx) {

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/resources/membership/v3alpha/membership_service.proto.
  */
 export const file_platform_resources_membership_v3alpha_membership_service: GenFile = /*@__PURE__*/
-  fileDesc("Cj5wbGF0Zm9ybS9yZXNvdXJjZXMvbWVtYmVyc2hpcC92M2FscGhhL21lbWJlcnNoaXBfc2VydmljZS5wcm90bxIlcGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYSJrChFNZW1iZXJzaGlwQ29udGV4dBJKCgR0eXBlGAEgASgOMjwucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwQ29udGV4dFR5cGUSCgoCaWQYAiABKAkigQEKEENyZWF0ZU1lbWJlcnNoaXASGgoHdXNlcl9pZBgBIAEoCUIJyvMYBQgBGMgBEh4KBXJvbGVzGAIgAygJQg/K8xgLCAEQARjIAUAUYAESIgoKcHJvamVjdF9pZBgDIAEoCUIJyvMYBRABGMgBSACIAQFCDQoLX3Byb2plY3RfaWQiLwoPUGF0Y2hNZW1iZXJzaGlwEhwKBXJvbGVzGAEgAygJQg3K8xgJEAEYyAFAFGABIqoBCgpNZW1iZXJzaGlwEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEg8KB3VzZXJfaWQYAiABKAkSDQoFcm9sZXMYAyADKAkSSQoHY29udGV4dBgEIAEoCzI4LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcENvbnRleHQipAEKF0NyZWF0ZU1lbWJlcnNoaXBSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0ElMKCm1lbWJlcnNoaXAYAiABKAsyNy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkNyZWF0ZU1lbWJlcnNoaXBCBsrzGAIIASJNChhDcmVhdGVNZW1iZXJzaGlwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMihAEKGUxpc3RBdmFpbGFibGVSb2xlc1JlcXVlc3QSNAoDY3R4GAEgASgLMicucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUmVxdWVzdENvbnRleHQSIgoKcHJvamVjdF9pZBgCIAEoCUIJyvMYBRABGMgBSACIAQFCDQoLX3Byb2plY3RfaWQiKwoaTGlzdEF2YWlsYWJsZVJvbGVzUmVzcG9uc2USDQoFcm9sZXMYASADKAkiLQoUR2V0TWVtYmVyc2hpcFJlcXVlc3QSFQoCaWQYASABKAlCCcrzGAUIARjIASJeChVHZXRNZW1iZXJzaGlwUmVzcG9uc2USRQoKbWVtYmVyc2hpcBgBIAEoCzIxLnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcCKsAQoWUGF0Y2hNZW1iZXJzaGlwUmVxdWVzdBIVCgJpZBgBIAEoCUIJyvMYBQgBGMgBEkoKCm1lbWJlcnNoaXAYAiABKAsyNi5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLlBhdGNoTWVtYmVyc2hpcBIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siTAoXUGF0Y2hNZW1iZXJzaGlwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMiMAoXRGVsZXRlTWVtYmVyc2hpcFJlcXVlc3QSFQoCaWQYASABKAlCCcrzGAUIARjIASJNChhEZWxldGVNZW1iZXJzaGlwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMiMgoUTWVtYmVyc2hpcFVzZXJGaWx0ZXISGgoHdXNlcl9pZBgBIAEoCUIJyvMYBQgBGMgBIi8KFE1lbWJlcnNoaXBSb2xlRmlsdGVyEhcKBHJvbGUYASABKAlCCcrzGAUIARjIASKEAQoXTWVtYmVyc2hpcENvbnRleHRGaWx0ZXISVAoEdHlwZRgBIAEoDjI8LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcENvbnRleHRUeXBlQgjK8xgECAEwARITCgJpZBgCIAEoCUIHyvMYAxjIASIuChNNZW1iZXJzaGlwSURzRmlsdGVyEhcKA2lkcxgBIAMoCUIKyvMYBhjIAUDoByLgAgoWTWVtYmVyc2hpcFNlYXJjaEZpbHRlchJLCgR1c2VyGAEgASgLMjsucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwVXNlckZpbHRlckgAEksKBHJvbGUYAiABKAsyOy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLk1lbWJlcnNoaXBSb2xlRmlsdGVySAASUQoHY29udGV4dBgDIAEoCzI+LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcENvbnRleHRGaWx0ZXJIABJJCgNpZHMYBCABKAsyOi5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLk1lbWJlcnNoaXBJRHNGaWx0ZXJIAEIOCgZmaWx0ZXISBMjzGAEitwIKGFNlYXJjaE1lbWJlcnNoaXBzUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dBIxCgVxdWVyeRgCIAEoCzIiLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkxpc3RRdWVyeRJaCg5zb3J0aW5nX2NvbHVtbhgDIAEoDjI6LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcEZpZWxkTmFtZUIGyvMYAjABElYKB2ZpbHRlcnMYBCADKAsyPS5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLk1lbWJlcnNoaXBTZWFyY2hGaWx0ZXJCBsrzGAJAZCKVAQoZU2VhcmNoTWVtYmVyc2hpcHNSZXNwb25zZRI1CgdkZXRhaWxzGAEgASgLMiQucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdERldGFpbHMSQQoGcmVzdWx0GAIgAygLMjEucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwKqwBChVNZW1iZXJzaGlwQ29udGV4dFR5cGUSJwojTUVNQkVSU0hJUF9DT05URVhUX1RZUEVfVU5TUEVDSUZJRUQQABIkCiBNRU1CRVJTSElQX0NPTlRFWFRfVFlQRV9JTlNUQU5DRRABEh8KG01FTUJFUlNISVBfQ09OVEVYVF9UWVBFX09SRxACEiMKH01FTUJFUlNISVBfQ09OVEVYVF9UWVBFX1BST0pFQ1QQAyrNAQoTTWVtYmVyc2hpcEZpZWxkTmFtZRIlCiFNRU1CRVJTSElQX0ZJRUxEX05BTUVfVU5TUEVDSUZJRUQQABIcChhNRU1CRVJTSElQX0ZJRUxEX05BTUVfSUQQARInCiNNRU1CRVJTSElQX0ZJRUxEX05BTUVfQ1JFQVRJT05fREFURRACEiUKIU1FTUJFUlNISVBfRklFTERfTkFNRV9DSEFOR0VfREFURRADEiEKHU1FTUJFUlNISVBfRklFTERfTkFNRV9VU0VSX0lEEAQyxAkKE1BsYXRmb3JtTWVtYmVyc2hpcHMSxwEKEENyZWF0ZU1lbWJlcnNoaXASPi5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkNyZWF0ZU1lbWJlcnNoaXBSZXF1ZXN0Gj8ucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5DcmVhdGVNZW1iZXJzaGlwUmVzcG9uc2UiMoLT5JMCLDoKbWVtYmVyc2hpcCIeL3Jlc291cmNlcy92M2FscGhhL21lbWJlcnNoaXBzEscBChJMaXN0QXZhaWxhYmxlUm9sZXMSQC5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkxpc3RBdmFpbGFibGVSb2xlc1JlcXVlc3QaQS5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkxpc3RBdmFpbGFibGVSb2xlc1Jlc3BvbnNlIiyC0+STAiYSJC9yZXNvdXJjZXMvdjNhbHBoYS9tZW1iZXJzaGlwcy9yb2xlcxK3AQoNR2V0TWVtYmVyc2hpcBI7LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuR2V0TWVtYmVyc2hpcFJlcXVlc3QaPC5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkdldE1lbWJlcnNoaXBSZXNwb25zZSIrgtPkkwIlEiMvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMve2lkfRLJAQoPUGF0Y2hNZW1iZXJzaGlwEj0ucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5QYXRjaE1lbWJlcnNoaXBSZXF1ZXN0Gj4ucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5QYXRjaE1lbWJlcnNoaXBSZXNwb25zZSI3gtPkkwIxOgptZW1iZXJzaGlwMiMvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMve2lkfRLAAQoQRGVsZXRlTWVtYmVyc2hpcBI+LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuRGVsZXRlTWVtYmVyc2hpcFJlcXVlc3QaPy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkRlbGV0ZU1lbWJlcnNoaXBSZXNwb25zZSIrgtPkkwIlKiMvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMve2lkfRLPAQoRU2VhcmNoTWVtYmVyc2hpcHMSPy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLlNlYXJjaE1lbWJlcnNoaXBzUmVxdWVzdBpALnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuU2VhcmNoTWVtYmVyc2hpcHNSZXNwb25zZSI3gtPkkwIxOgdmaWx0ZXJzIiYvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMvX3NlYXJjaGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_field_mask, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
+  fileDesc("Cj5wbGF0Zm9ybS9yZXNvdXJjZXMvbWVtYmVyc2hpcC92M2FscGhhL21lbWJlcnNoaXBfc2VydmljZS5wcm90bxIlcGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYSJrChFNZW1iZXJzaGlwQ29udGV4dBJKCgR0eXBlGAEgASgOMjwucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwQ29udGV4dFR5cGUSCgoCaWQYAiABKAkigQEKEENyZWF0ZU1lbWJlcnNoaXASGgoHdXNlcl9pZBgBIAEoCUIJyvMYBQgBGMgBEh4KBXJvbGVzGAIgAygJQg/K8xgLCAEQARjIAUAUYAESIgoKcHJvamVjdF9pZBgDIAEoCUIJyvMYBRABGMgBSACIAQFCDQoLX3Byb2plY3RfaWQiLwoPUGF0Y2hNZW1iZXJzaGlwEhwKBXJvbGVzGAEgAygJQg3K8xgJEAEYyAFAFGABIqoBCgpNZW1iZXJzaGlwEjEKB2RldGFpbHMYASABKAsyIC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5EZXRhaWxzEg8KB3VzZXJfaWQYAiABKAkSDQoFcm9sZXMYAyADKAkSSQoHY29udGV4dBgEIAEoCzI4LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcENvbnRleHQipAEKF0NyZWF0ZU1lbWJlcnNoaXBSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0ElMKCm1lbWJlcnNoaXAYAiABKAsyNy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkNyZWF0ZU1lbWJlcnNoaXBCBsrzGAIIASJNChhDcmVhdGVNZW1iZXJzaGlwUmVzcG9uc2USMQoHZGV0YWlscxgBIAEoCzIgLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLkRldGFpbHMihAEKGUxpc3RBdmFpbGFibGVSb2xlc1JlcXVlc3QSNAoDY3R4GAEgASgLMicucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuUmVxdWVzdENvbnRleHQSIgoKcHJvamVjdF9pZBgCIAEoCUIJyvMYBRABGMgBSACIAQFCDQoLX3Byb2plY3RfaWQiKwoaTGlzdEF2YWlsYWJsZVJvbGVzUmVzcG9uc2USDQoFcm9sZXMYASADKAkigwEKGExpc3RNeVBlcm1pc3Npb25zUmVxdWVzdBI0CgNjdHgYASABKAsyJy5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5SZXF1ZXN0Q29udGV4dBIiCgpwcm9qZWN0X2lkGAIgASgJQgnK8xgFEAEYyAFIAIgBAUINCgtfcHJvamVjdF9pZCJoCg1Sb2xlSW5Db250ZXh0EgwKBHJvbGUYASABKAkSSQoHY29udGV4dBgCIAEoCzI4LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcENvbnRleHQibAoQQ2FsbGVyTWVtYmVyc2hpcBJJCgdjb250ZXh0GAEgASgLMjgucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwQ29udGV4dBINCgVyb2xlcxgCIAMoCSL5AQoZTGlzdE15UGVybWlzc2lvbnNSZXNwb25zZRITCgtwZXJtaXNzaW9ucxgBIAMoCRJDCgVyb2xlcxgCIAMoCzI0LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuUm9sZUluQ29udGV4dBITCgtzeXN0ZW1fdXNlchgDIAEoCBJMCgttZW1iZXJzaGlwcxgEIAMoCzI3LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuQ2FsbGVyTWVtYmVyc2hpcBIPCgd1c2VyX2lkGAUgASgJEg4KBm9yZ19pZBgGIAEoCSItChRHZXRNZW1iZXJzaGlwUmVxdWVzdBIVCgJpZBgBIAEoCUIJyvMYBQgBGMgBIl4KFUdldE1lbWJlcnNoaXBSZXNwb25zZRJFCgptZW1iZXJzaGlwGAEgASgLMjEucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwIqwBChZQYXRjaE1lbWJlcnNoaXBSZXF1ZXN0EhUKAmlkGAEgASgJQgnK8xgFCAEYyAESSgoKbWVtYmVyc2hpcBgCIAEoCzI2LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuUGF0Y2hNZW1iZXJzaGlwEi8KC3VwZGF0ZV9tYXNrGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJMChdQYXRjaE1lbWJlcnNoaXBSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscyIwChdEZWxldGVNZW1iZXJzaGlwUmVxdWVzdBIVCgJpZBgBIAEoCUIJyvMYBQgBGMgBIk0KGERlbGV0ZU1lbWJlcnNoaXBSZXNwb25zZRIxCgdkZXRhaWxzGAEgASgLMiAucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuRGV0YWlscyIyChRNZW1iZXJzaGlwVXNlckZpbHRlchIaCgd1c2VyX2lkGAEgASgJQgnK8xgFCAEYyAEiLwoUTWVtYmVyc2hpcFJvbGVGaWx0ZXISFwoEcm9sZRgBIAEoCUIJyvMYBQgBGMgBIoQBChdNZW1iZXJzaGlwQ29udGV4dEZpbHRlchJUCgR0eXBlGAEgASgOMjwucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwQ29udGV4dFR5cGVCCMrzGAQIATABEhMKAmlkGAIgASgJQgfK8xgDGMgBIi4KE01lbWJlcnNoaXBJRHNGaWx0ZXISFwoDaWRzGAEgAygJQgrK8xgGGMgBQOgHIuACChZNZW1iZXJzaGlwU2VhcmNoRmlsdGVyEksKBHVzZXIYASABKAsyOy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLk1lbWJlcnNoaXBVc2VyRmlsdGVySAASSwoEcm9sZRgCIAEoCzI7LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcFJvbGVGaWx0ZXJIABJRCgdjb250ZXh0GAMgASgLMj4ucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwQ29udGV4dEZpbHRlckgAEkkKA2lkcxgEIAEoCzI6LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcElEc0ZpbHRlckgAQg4KBmZpbHRlchIEyPMYASK3AgoYU2VhcmNoTWVtYmVyc2hpcHNSZXF1ZXN0EjQKA2N0eBgBIAEoCzInLnBsYXRmb3JtLm9iamVjdC52M2FscGhhLlJlcXVlc3RDb250ZXh0EjEKBXF1ZXJ5GAIgASgLMiIucGxhdGZvcm0ub2JqZWN0LnYzYWxwaGEuTGlzdFF1ZXJ5EloKDnNvcnRpbmdfY29sdW1uGAMgASgOMjoucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5NZW1iZXJzaGlwRmllbGROYW1lQgbK8xgCMAESVgoHZmlsdGVycxgEIAMoCzI9LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTWVtYmVyc2hpcFNlYXJjaEZpbHRlckIGyvMYAkBkIpUBChlTZWFyY2hNZW1iZXJzaGlwc1Jlc3BvbnNlEjUKB2RldGFpbHMYASABKAsyJC5wbGF0Zm9ybS5vYmplY3QudjNhbHBoYS5MaXN0RGV0YWlscxJBCgZyZXN1bHQYAiADKAsyMS5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLk1lbWJlcnNoaXAqrAEKFU1lbWJlcnNoaXBDb250ZXh0VHlwZRInCiNNRU1CRVJTSElQX0NPTlRFWFRfVFlQRV9VTlNQRUNJRklFRBAAEiQKIE1FTUJFUlNISVBfQ09OVEVYVF9UWVBFX0lOU1RBTkNFEAESHwobTUVNQkVSU0hJUF9DT05URVhUX1RZUEVfT1JHEAISIwofTUVNQkVSU0hJUF9DT05URVhUX1RZUEVfUFJPSkVDVBADKs0BChNNZW1iZXJzaGlwRmllbGROYW1lEiUKIU1FTUJFUlNISVBfRklFTERfTkFNRV9VTlNQRUNJRklFRBAAEhwKGE1FTUJFUlNISVBfRklFTERfTkFNRV9JRBABEicKI01FTUJFUlNISVBfRklFTERfTkFNRV9DUkVBVElPTl9EQVRFEAISJQohTUVNQkVSU0hJUF9GSUVMRF9OQU1FX0NIQU5HRV9EQVRFEAMSIQodTUVNQkVSU0hJUF9GSUVMRF9OQU1FX1VTRVJfSUQQBDKUCwoTUGxhdGZvcm1NZW1iZXJzaGlwcxLHAQoQQ3JlYXRlTWVtYmVyc2hpcBI+LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuQ3JlYXRlTWVtYmVyc2hpcFJlcXVlc3QaPy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkNyZWF0ZU1lbWJlcnNoaXBSZXNwb25zZSIygtPkkwIsOgptZW1iZXJzaGlwIh4vcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMSxwEKEkxpc3RBdmFpbGFibGVSb2xlcxJALnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTGlzdEF2YWlsYWJsZVJvbGVzUmVxdWVzdBpBLnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTGlzdEF2YWlsYWJsZVJvbGVzUmVzcG9uc2UiLILT5JMCJhIkL3Jlc291cmNlcy92M2FscGhhL21lbWJlcnNoaXBzL3JvbGVzEs0BChFMaXN0TXlQZXJtaXNzaW9ucxI/LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuTGlzdE15UGVybWlzc2lvbnNSZXF1ZXN0GkAucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5MaXN0TXlQZXJtaXNzaW9uc1Jlc3BvbnNlIjWC0+STAi8SLS9yZXNvdXJjZXMvdjNhbHBoYS9tZW1iZXJzaGlwcy9tZS9wZXJtaXNzaW9ucxK3AQoNR2V0TWVtYmVyc2hpcBI7LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuR2V0TWVtYmVyc2hpcFJlcXVlc3QaPC5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkdldE1lbWJlcnNoaXBSZXNwb25zZSIrgtPkkwIlEiMvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMve2lkfRLJAQoPUGF0Y2hNZW1iZXJzaGlwEj0ucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5QYXRjaE1lbWJlcnNoaXBSZXF1ZXN0Gj4ucGxhdGZvcm0ucmVzb3VyY2VzLm1lbWJlcnNoaXAudjNhbHBoYS5QYXRjaE1lbWJlcnNoaXBSZXNwb25zZSI3gtPkkwIxOgptZW1iZXJzaGlwMiMvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMve2lkfRLAAQoQRGVsZXRlTWVtYmVyc2hpcBI+LnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuRGVsZXRlTWVtYmVyc2hpcFJlcXVlc3QaPy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLkRlbGV0ZU1lbWJlcnNoaXBSZXNwb25zZSIrgtPkkwIlKiMvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMve2lkfRLPAQoRU2VhcmNoTWVtYmVyc2hpcHMSPy5wbGF0Zm9ybS5yZXNvdXJjZXMubWVtYmVyc2hpcC52M2FscGhhLlNlYXJjaE1lbWJlcnNoaXBzUmVxdWVzdBpALnBsYXRmb3JtLnJlc291cmNlcy5tZW1iZXJzaGlwLnYzYWxwaGEuU2VhcmNoTWVtYmVyc2hpcHNSZXNwb25zZSI3gtPkkwIxOgdmaWx0ZXJzIiYvcmVzb3VyY2VzL3YzYWxwaGEvbWVtYmVyc2hpcHMvX3NlYXJjaGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_field_mask, file_platform_object_v3alpha_object, file_platform_validate_v1_validate]);
 
 /**
  * The context a membership applies to.
@@ -247,6 +247,153 @@ export const ListAvailableRolesResponseSchema: GenMessage<ListAvailableRolesResp
   messageDesc(file_platform_resources_membership_v3alpha_membership_service, 7);
 
 /**
+ * Request of ListMyPermissions.
+ *
+ * @generated from message platform.resources.membership.v3alpha.ListMyPermissionsRequest
+ */
+export type ListMyPermissionsRequest = Message<"platform.resources.membership.v3alpha.ListMyPermissionsRequest"> & {
+  /**
+   * The context (query parameter `ctx`); default: the instance. The system context (`ctx.system=true`)
+   * is for system users only (403 for others).
+   *
+   * @generated from field: platform.object.v3alpha.RequestContext ctx = 1;
+   */
+  ctx?: RequestContext | undefined;
+
+  /**
+   * A project of the instance (inside `ctx`'s organization, if one is given): the permissions in that
+   * project (404 when it is unknown or outside that organization).
+   *
+   * @generated from field: optional string project_id = 2;
+   */
+  projectId?: string | undefined;
+};
+
+/**
+ * Describes the message platform.resources.membership.v3alpha.ListMyPermissionsRequest.
+ * Use `create(ListMyPermissionsRequestSchema)` to create a new message.
+ */
+export const ListMyPermissionsRequestSchema: GenMessage<ListMyPermissionsRequest> = /*@__PURE__*/
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 8);
+
+/**
+ * A role held through a membership.
+ *
+ * @generated from message platform.resources.membership.v3alpha.RoleInContext
+ */
+export type RoleInContext = Message<"platform.resources.membership.v3alpha.RoleInContext"> & {
+  /**
+   * The role, e.g. `ORG_OWNER`.
+   *
+   * @generated from field: string role = 1;
+   */
+  role: string;
+
+  /**
+   * Where the membership holding it sits: the instance, an organization or a project.
+   *
+   * @generated from field: platform.resources.membership.v3alpha.MembershipContext context = 2;
+   */
+  context?: MembershipContext | undefined;
+};
+
+/**
+ * Describes the message platform.resources.membership.v3alpha.RoleInContext.
+ * Use `create(RoleInContextSchema)` to create a new message.
+ */
+export const RoleInContextSchema: GenMessage<RoleInContext> = /*@__PURE__*/
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 9);
+
+/**
+ * A membership of the caller, without its details.
+ *
+ * @generated from message platform.resources.membership.v3alpha.CallerMembership
+ */
+export type CallerMembership = Message<"platform.resources.membership.v3alpha.CallerMembership"> & {
+  /**
+   * Where it sits.
+   *
+   * @generated from field: platform.resources.membership.v3alpha.MembershipContext context = 1;
+   */
+  context?: MembershipContext | undefined;
+
+  /**
+   * Its roles.
+   *
+   * @generated from field: repeated string roles = 2;
+   */
+  roles: string[];
+};
+
+/**
+ * Describes the message platform.resources.membership.v3alpha.CallerMembership.
+ * Use `create(CallerMembershipSchema)` to create a new message.
+ */
+export const CallerMembershipSchema: GenMessage<CallerMembership> = /*@__PURE__*/
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 10);
+
+/**
+ * Response of ListMyPermissions.
+ *
+ * @generated from message platform.resources.membership.v3alpha.ListMyPermissionsResponse
+ */
+export type ListMyPermissionsResponse = Message<"platform.resources.membership.v3alpha.ListMyPermissionsResponse"> & {
+  /**
+   * The permissions the caller holds in the context, sorted (e.g. `org.read`, `user.write`). A system
+   * user holds the IAM_OWNER permissions everywhere.
+   *
+   * @generated from field: repeated string permissions = 1;
+   */
+  permissions: string[];
+
+  /**
+   * The roles that apply in the context and grant `permissions`: those of the caller's instance
+   * membership, of its membership in the context's organization, and of its membership in the context's
+   * project; sorted by where they sit (instance, organization, project), then by name. Empty for a system
+   * user.
+   *
+   * @generated from field: repeated platform.resources.membership.v3alpha.RoleInContext roles = 2;
+   */
+  roles: RoleInContext[];
+
+  /**
+   * Whether the caller is a system user (PLATFORM_SYSTEM_API_USERS).
+   *
+   * @generated from field: bool system_user = 3;
+   */
+  systemUser: boolean;
+
+  /**
+   * Every membership of the caller in the instance, wherever it sits, sorted like `roles` (e.g. the
+   * organizations an ORG_OWNER manages). Empty for a system user.
+   *
+   * @generated from field: repeated platform.resources.membership.v3alpha.CallerMembership memberships = 4;
+   */
+  memberships: CallerMembership[];
+
+  /**
+   * ID of the caller (of a system user: its name).
+   *
+   * @generated from field: string user_id = 5;
+   */
+  userId: string;
+
+  /**
+   * The organization of the caller's user; empty for a system user.
+   *
+   * @generated from field: string org_id = 6;
+   */
+  orgId: string;
+};
+
+/**
+ * Describes the message platform.resources.membership.v3alpha.ListMyPermissionsResponse.
+ * Use `create(ListMyPermissionsResponseSchema)` to create a new message.
+ */
+export const ListMyPermissionsResponseSchema: GenMessage<ListMyPermissionsResponse> = /*@__PURE__*/
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 11);
+
+/**
  * Request of GetMembership.
  *
  * @generated from message platform.resources.membership.v3alpha.GetMembershipRequest
@@ -265,7 +412,7 @@ export type GetMembershipRequest = Message<"platform.resources.membership.v3alph
  * Use `create(GetMembershipRequestSchema)` to create a new message.
  */
 export const GetMembershipRequestSchema: GenMessage<GetMembershipRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 8);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 12);
 
 /**
  * Response of GetMembership.
@@ -286,7 +433,7 @@ export type GetMembershipResponse = Message<"platform.resources.membership.v3alp
  * Use `create(GetMembershipResponseSchema)` to create a new message.
  */
 export const GetMembershipResponseSchema: GenMessage<GetMembershipResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 9);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 13);
 
 /**
  * Request of PatchMembership.
@@ -325,7 +472,7 @@ export type PatchMembershipRequest = Message<"platform.resources.membership.v3al
  * Use `create(PatchMembershipRequestSchema)` to create a new message.
  */
 export const PatchMembershipRequestSchema: GenMessage<PatchMembershipRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 10);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 14);
 
 /**
  * Response of PatchMembership.
@@ -346,7 +493,7 @@ export type PatchMembershipResponse = Message<"platform.resources.membership.v3a
  * Use `create(PatchMembershipResponseSchema)` to create a new message.
  */
 export const PatchMembershipResponseSchema: GenMessage<PatchMembershipResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 11);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 15);
 
 /**
  * Request of DeleteMembership.
@@ -367,7 +514,7 @@ export type DeleteMembershipRequest = Message<"platform.resources.membership.v3a
  * Use `create(DeleteMembershipRequestSchema)` to create a new message.
  */
 export const DeleteMembershipRequestSchema: GenMessage<DeleteMembershipRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 12);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 16);
 
 /**
  * Response of DeleteMembership.
@@ -388,7 +535,7 @@ export type DeleteMembershipResponse = Message<"platform.resources.membership.v3
  * Use `create(DeleteMembershipResponseSchema)` to create a new message.
  */
 export const DeleteMembershipResponseSchema: GenMessage<DeleteMembershipResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 13);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 17);
 
 /**
  * Matches memberships of a user.
@@ -409,7 +556,7 @@ export type MembershipUserFilter = Message<"platform.resources.membership.v3alph
  * Use `create(MembershipUserFilterSchema)` to create a new message.
  */
 export const MembershipUserFilterSchema: GenMessage<MembershipUserFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 14);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 18);
 
 /**
  * Matches memberships holding a role.
@@ -430,7 +577,7 @@ export type MembershipRoleFilter = Message<"platform.resources.membership.v3alph
  * Use `create(MembershipRoleFilterSchema)` to create a new message.
  */
 export const MembershipRoleFilterSchema: GenMessage<MembershipRoleFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 15);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 19);
 
 /**
  * Matches memberships of a context.
@@ -458,7 +605,7 @@ export type MembershipContextFilter = Message<"platform.resources.membership.v3a
  * Use `create(MembershipContextFilterSchema)` to create a new message.
  */
 export const MembershipContextFilterSchema: GenMessage<MembershipContextFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 16);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 20);
 
 /**
  * Matches memberships whose ID is in a list.
@@ -479,7 +626,7 @@ export type MembershipIDsFilter = Message<"platform.resources.membership.v3alpha
  * Use `create(MembershipIDsFilterSchema)` to create a new message.
  */
 export const MembershipIDsFilterSchema: GenMessage<MembershipIDsFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 17);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 21);
 
 /**
  * One search filter; filters of a search all apply (AND).
@@ -532,7 +679,7 @@ export type MembershipSearchFilter = Message<"platform.resources.membership.v3al
  * Use `create(MembershipSearchFilterSchema)` to create a new message.
  */
 export const MembershipSearchFilterSchema: GenMessage<MembershipSearchFilter> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 18);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 22);
 
 /**
  * Request of SearchMemberships.
@@ -575,7 +722,7 @@ export type SearchMembershipsRequest = Message<"platform.resources.membership.v3
  * Use `create(SearchMembershipsRequestSchema)` to create a new message.
  */
 export const SearchMembershipsRequestSchema: GenMessage<SearchMembershipsRequest> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 19);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 23);
 
 /**
  * Response of SearchMemberships.
@@ -603,7 +750,7 @@ export type SearchMembershipsResponse = Message<"platform.resources.membership.v
  * Use `create(SearchMembershipsResponseSchema)` to create a new message.
  */
 export const SearchMembershipsResponseSchema: GenMessage<SearchMembershipsResponse> = /*@__PURE__*/
-  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 20);
+  messageDesc(file_platform_resources_membership_v3alpha_membership_service, 24);
 
 /**
  * Kind of context of a membership.
@@ -721,6 +868,22 @@ export const PlatformMemberships: GenService<{
     methodKind: "unary";
     input: typeof ListAvailableRolesRequestSchema;
     output: typeof ListAvailableRolesResponseSchema;
+  },
+  /**
+   * What the caller may do in the context of `ctx` (default: the instance), or of the project
+   * `project_id`: the permissions it holds there, the roles that grant them and where their memberships
+   * sit, every membership of the caller in the instance, and whether it is a system user. Any
+   * authenticated caller may ask about itself; no permission is needed. The answer is what every other
+   * RPC's permission check decides from (src/auth/permissions.ts, docs/permissions.md). An organization
+   * or project the instance does not have is 404 NOT_FOUND, as for every `ctx`; one where the caller
+   * holds nothing answers empty lists.
+   *
+   * @generated from rpc platform.resources.membership.v3alpha.PlatformMemberships.ListMyPermissions
+   */
+  listMyPermissions: {
+    methodKind: "unary";
+    input: typeof ListMyPermissionsRequestSchema;
+    output: typeof ListMyPermissionsResponseSchema;
   },
   /**
    * Returns a membership (permission membership.read in its context).
