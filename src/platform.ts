@@ -7,7 +7,7 @@ import { registerReflection } from "./api/reflection.ts";
 import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
-import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
+import { type BootstrapResult, bootstrap, ensureConsoleApps } from "./bootstrap.ts";
 import { type AdminSocket, listenAdminSocket } from "./cli/admin-socket.ts";
 import { issueAdminToken } from "./cli/admin-token.ts";
 import { type Config, resolveMasterKey } from "./config.ts";
@@ -110,6 +110,7 @@ export async function createPlatform(
     });
     eventStore.onStale(() => instances.invalidate());
     const bootstrapResult = await bootstrap(eventStore, config);
+    await ensureConsoleApps(eventStore, db, config);
     const outbound = OutboundPolicy.fromConfig(config, { resolve: options.resolve });
     const deps: ServiceDeps = {
       config,
