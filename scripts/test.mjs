@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: every *.test.ts under src/ and test/, with node's test runner, on the backend chosen by
+// `npm test`: every *.test.ts under src/, test/ and console/ (the administration console's), with node's test runner, on the backend chosen by
 // DATABASE_URL (unset: embedded PGlite). Extra arguments are passed on (e.g. a file list or --test-only).
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
@@ -45,7 +45,11 @@ console.log(`backend: ${process.env.DATABASE_URL ? "PostgreSQL (DATABASE_URL)" :
 
 const testFiles = files.length
   ? files
-  : [...find(path.join(root, "src")), ...find(path.join(root, "test"))].sort();
+  : [
+      ...find(path.join(root, "src")),
+      ...find(path.join(root, "test")),
+      ...find(path.join(root, "console")),
+    ].sort();
 const result = spawnSync(
   process.execPath,
   ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=300000", ...flags, ...testFiles],

@@ -26,6 +26,7 @@ import { createOidcProvider, type OidcProvider } from "./oidc/provider.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
+import { registerConsole } from "./server/console.ts";
 import { buildServer } from "./server/server.ts";
 import { authenticationInterceptor, callerOf, callerScope } from "./services/call.ts";
 import type { ServiceDeps } from "./services/deps.ts";
@@ -183,6 +184,7 @@ export async function createPlatform(
     );
     const login = registerLogin(app, deps, { completer: options.authRequestCompleter ?? oidc.completer });
     oidc.registerBrowserEndpoints(app, login);
+    registerConsole(app, { config, db });
     // Other processes on the database: what they change reaches this one's caches, their event deliveries
     // wake its worker (src/storage/notifications.ts).
     const listener =
