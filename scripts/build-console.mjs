@@ -66,6 +66,7 @@ export async function buildConsole(outDir) {
     '<meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     "<title>Platform Console</title>",
+    '<link rel="icon" href="data:,">',
     css ? `<link rel="stylesheet" href="${url(css)}">` : "",
     `<script type="module" src="${url(entry[0])}"></script>`,
     "</head>",

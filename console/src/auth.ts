@@ -171,7 +171,7 @@ export class Auth {
   }
 
   /** Ends the session at the provider (end_session with id_token_hint); the tokens are dropped first. */
-  signOut(): never {
+  signOut(): void {
     const idToken = this.tokens?.idToken;
     this.tokens = undefined;
     clearTimeout(this.renewTimer);
@@ -185,7 +185,6 @@ export class Auth {
       ...(idToken ? { id_token_hint: idToken } : {}),
     }).toString();
     location.assign(url.href);
-    throw new Error("signing out");
   }
 
   private accept(result: oauth.TokenEndpointResponse): void {
