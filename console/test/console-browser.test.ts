@@ -79,7 +79,10 @@ describe("console", () => {
     assert.equal((await fetch(`${platform.url}/ui/console/assets/main-NOPE.js`)).status, 404);
     assert.equal((await fetch(`${platform.url}/ui/console/assets/%2e%2e%2findex.html`)).status, 404);
 
-    const config = await (await fetch(`${platform.url}/ui/console/config.json`)).json();
+    const config = (await (await fetch(`${platform.url}/ui/console/config.json`)).json()) as Record<
+      string,
+      string
+    >;
     assert.equal(config.issuer, platform.url);
     assert.match(config.client_id, /@console$/);
   });
