@@ -3,8 +3,9 @@
  * instance's login UI (authorization code + PKCE as the instance's "Console" app), the first instance
  * admin signs in, lands on Home, whose counts are the public search RPCs' total_result, and signs out
  * through end_session. Also: the Content-Security-Policy and cache headers, no token in localStorage or
- * sessionStorage, every API call carrying the access token, and the token dead after signing out. One
- * server and one Chromium for the file.
+ * sessionStorage, every API call carrying the access token, the renewal with a rotated refresh token
+ * before the access token expires (the page's clock moved on; no reload), and the tokens dead after
+ * signing out. One server and one Chromium for the file.
  *
  * Needs Chromium (`apt-get install -y chromium`, or CHROMIUM_PATH).
  */
@@ -50,6 +51,14 @@ after(async () => {
   await platform?.stop();
 });
 
+async function waitUntil(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 async function total(path: string): Promise<string> {
   const reply = await rest("POST", `/resources/v3alpha/${path}/_search?query.limit=1`, { json: [] });
   assert.equal(reply.status, 200, reply.text);
@@ -91,6 +100,8 @@ describe("console", () => {
     const context = await browser.newContext();
     const page: Page = await context.newPage();
     const problems = watchProblems(page);
+    // a clock of the page's own, to reach the renewal a minute before the access token's 12 h run out
+    await page.clock.install();
     const tokens: { access_token?: string; refresh_token?: string; id_token?: string }[] = [];
     const authorizations: string[] = [];
     const apiCalls: { url: string; authorization?: string }[] = [];
@@ -162,17 +173,36 @@ describe("console", () => {
     });
     assert.equal(me.status, 200, me.text);
 
+    // renewal: a minute before expiry, the refresh token is redeemed (and rotated), with no reload
+    await page.evaluate("window.__sameDocument = true");
+    await page.clock.fastForward("11:59:30");
+    await waitUntil(() => tokens.length === 2, "the refresh-token grant");
+    const renewed = tokens[1];
+    assert.ok(renewed.access_token && renewed.access_token !== accessToken);
+    assert.ok(renewed.refresh_token && renewed.refresh_token !== refreshToken, "the refresh token rotated");
+    assert.equal(await page.evaluate("window.__sameDocument"), true, "no reload");
+    assert.equal(page.url(), `${platform.url}/ui/console/`);
+    const storedAfter = (await page.evaluate(
+      "JSON.stringify([localStorage.length, sessionStorage.length])",
+    )) as string;
+    assert.equal(storedAfter, "[0,0]");
+
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByText("You have signed out.").waitFor({ timeout: 30_000 });
     assert.equal(authorizations.length, 1);
     const endSession = new URL(authorizations[0]);
-    assert.equal(endSession.searchParams.get("id_token_hint"), idToken);
+    assert.ok(
+      [idToken, renewed.id_token].includes(endSession.searchParams.get("id_token_hint") ?? ""),
+      "the ID token as id_token_hint",
+    );
     assert.equal(endSession.searchParams.get("post_logout_redirect_uri"), `${platform.url}/ui/console/`);
-    const afterSignOut = await rest("POST", "/resources/v3alpha/users/_search?query.limit=1", {
-      json: [],
-      token: accessToken,
-    });
-    assert.equal(afterSignOut.status, 401, "signing out ended the session and its tokens");
+    for (const token of [accessToken, renewed.access_token]) {
+      const afterSignOut = await rest("POST", "/resources/v3alpha/users/_search?query.limit=1", {
+        json: [],
+        token,
+      });
+      assert.equal(afterSignOut.status, 401, "signing out ended the session and its tokens");
+    }
     assert.deepEqual(problems, []);
     await context.close();
   });
