@@ -189,6 +189,18 @@ async function compile(typeCheck, print, output) {
       print(`the TypeScript compiler reported errors (above); dist/ is unchanged`);
       return false;
     }
+    // the console's sources are bundled by esbuild, which does not check types: the compiler does
+    const consoleCheck = typeCheck
+      ? spawnSync(
+          process.execPath,
+          [path.join(tsDir, "bin", "tsc"), "-p", path.join(root, "console", "tsconfig.json"), "--noEmit"],
+          { cwd: root, stdio: ["ignore", output, output] },
+        )
+      : { status: 0 };
+    if (consoleCheck.status !== 0) {
+      print(`the TypeScript compiler reported errors in console/ (above); dist/ is unchanged`);
+      return false;
+    }
     for (const file of sourceFiles()) {
       if (file.endsWith(".ts")) continue;
       mkdirSync(path.dirname(path.join(tmp, file)), { recursive: true });
