@@ -2,18 +2,25 @@
  * The console's entry (index.html loads it; docs/console.md): reads config.json, signs in (or completes
  * the sign-in on the redirect URI), then renders the shell. Nothing runs inline in the page.
  */
-import { render } from "preact";
+import { type ComponentChild, render } from "preact";
 import { createApi } from "./api.ts";
 import { Auth } from "./auth.ts";
 import { loadConfig } from "./config.ts";
 import { Shell } from "./shell.tsx";
 import "./styles.css";
 
+/** Replaces the page's content (index.html's loading notice, or an earlier screen) with `content`. */
+function show(root: HTMLElement, content: ComponentChild): void {
+  render(null, root);
+  root.replaceChildren();
+  render(content, root);
+}
+
 async function start(root: HTMLElement): Promise<void> {
   const config = await loadConfig();
   if (location.pathname === `${config.basePath}/` && Auth.justSignedOut()) {
     history.replaceState(null, "", `${config.basePath}/`);
-    render(<SignedOut />, root);
+    show(root, <SignedOut />);
     return;
   }
   const auth = await Auth.discover(config);
@@ -23,7 +30,7 @@ async function start(root: HTMLElement): Promise<void> {
   } else {
     await auth.signIn();
   }
-  render(<Shell auth={auth} api={createApi(auth)} basePath={config.basePath} />, root);
+  show(root, <Shell auth={auth} api={createApi(auth)} basePath={config.basePath} />);
 }
 
 function SignedOut() {
@@ -40,7 +47,8 @@ function SignedOut() {
 
 const root = document.getElementById("app")!;
 start(root).catch((error: Error) => {
-  render(
+  show(
+    root,
     <main class="signed-out">
       <h1>Platform Console</h1>
       <p role="alert">The console could not start: {error.message}</p>
@@ -48,6 +56,5 @@ start(root).catch((error: Error) => {
         <a href="/ui/console/">Try again</a>
       </p>
     </main>,
-    root,
   );
 });

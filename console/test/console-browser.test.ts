@@ -21,7 +21,7 @@ import {
   startPlatform,
   type TestPlatform,
 } from "../../test/helpers.ts";
-import { launchChromium, watchProblems } from "../../test/login-browser.ts";
+import { axeViolations, launchChromium, watchProblems } from "../../test/login-browser.ts";
 import { ownerToken } from "../../test/oidc.ts";
 import { freePort } from "../../test/process.ts";
 
@@ -136,6 +136,7 @@ describe("console", () => {
     await page.getByRole("heading", { name: "Home" }).waitFor();
     await page.getByTestId("count-users").locator("dd").waitFor({ timeout: 30_000 });
     assert.equal(await page.getByTestId("user-name").textContent(), "Platform Administrator");
+    assert.deepEqual(await axeViolations(page), [], "the shell and Home are axe-clean");
 
     const [organizations, users, projects] = await Promise.all([
       total("organizations"),
