@@ -3,6 +3,8 @@
 // project's TypeScript compiler and tsconfig.build.json, and copies beside it the files the code reads at
 // run time (SQL migrations, login templates, message catalogues, stylesheets, the API reference's assets).
 // dist/ mirrors src/, so code that finds its files relative to its own module finds them in dist/ too.
+// The administration console (console/src/) is bundled by esbuild into dist/console-ui/
+// (scripts/build-console.mjs).
 //
 // dist/.build-stamp.json records a fingerprint of the inputs (a SHA-256 over src/ and the build's
 // configuration). bin/platform.js calls `ensureBuilt` before it runs dist/: nothing happens when the
@@ -32,6 +34,7 @@ import {
 import { createRequire } from "node:module";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { buildConsole, consoleOutName, consoleSourceFiles } from "./build-console.mjs";
 
 export const root = path.resolve(import.meta.dirname, "..");
 export const distDir = path.join(root, "dist");
@@ -39,7 +42,12 @@ const srcDir = path.join(root, "src");
 const stampFile = ".build-stamp.json";
 const lockFile = path.join(root, ".build.lock");
 /** Configuration files whose change changes the output. */
-const configFiles = ["tsconfig.json", "tsconfig.build.json", "scripts/build.mjs"];
+const configFiles = [
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "scripts/build.mjs",
+  "scripts/build-console.mjs",
+];
 
 /** Test code stays out of dist/ (tsconfig.build.json excludes the same files). */
 function isTestFile(name) {
@@ -84,6 +92,12 @@ export function fingerprint() {
       .update(readFileSync(path.join(srcDir, file)))
       .update("\0");
   }
+  // the console's bundle (scripts/build-console.mjs)
+  for (const file of consoleSourceFiles())
+    hash
+      .update(`${file}\0`)
+      .update(readFileSync(path.join(root, file)))
+      .update("\0");
   return hash.digest("hex");
 }
 
@@ -147,7 +161,7 @@ async function lock() {
  * Returns false (dist/ untouched) when the compiler reports errors; its diagnostics go to `output` (a
  * file descriptor).
  */
-function compile(typeCheck, print, output) {
+async function compile(typeCheck, print, output) {
   const tsDir = compilerDir();
   if (!tsDir)
     throw new Error("the TypeScript compiler is not installed (it is a devDependency: run `npm ci`)");
@@ -175,10 +189,28 @@ function compile(typeCheck, print, output) {
       print(`the TypeScript compiler reported errors (above); dist/ is unchanged`);
       return false;
     }
+    // the console's sources are bundled by esbuild, which does not check types: the compiler does
+    const consoleCheck = typeCheck
+      ? spawnSync(
+          process.execPath,
+          [path.join(tsDir, "bin", "tsc"), "-p", path.join(root, "console", "tsconfig.json"), "--noEmit"],
+          { cwd: root, stdio: ["ignore", output, output] },
+        )
+      : { status: 0 };
+    if (consoleCheck.status !== 0) {
+      print(`the TypeScript compiler reported errors in console/ (above); dist/ is unchanged`);
+      return false;
+    }
     for (const file of sourceFiles()) {
       if (file.endsWith(".ts")) continue;
       mkdirSync(path.dirname(path.join(tmp, file)), { recursive: true });
       cpSync(path.join(srcDir, file), path.join(tmp, file));
+    }
+    try {
+      await buildConsole(path.join(tmp, consoleOutName));
+    } catch (error) {
+      print(`the console's bundle failed (${error.message.split("\n")[0]}); dist/ is unchanged`);
+      return false;
     }
     writeFileSync(path.join(tmp, stampFile), `${JSON.stringify(stamp, null, 2)}\n`);
     const old = `${tmp}-old`;
@@ -210,7 +242,7 @@ export async function ensureBuilt({ force = false, print = console.error, output
           ? "the sources changed since the last build: compiling src/ to dist/"
           : "compiling and type-checking src/ to dist/",
     );
-    return compile(force, print, output) ? "built" : "failed";
+    return (await compile(force, print, output)) ? "built" : "failed";
   } finally {
     release();
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `npm test`: every *.test.ts under src/ and test/, with node's test runner, on the backend chosen by
-// DATABASE_URL (unset: embedded PGlite). Extra arguments are passed on (e.g. a file list or --test-only).
+// `npm test`: every *.test.ts under src/, test/ and console/ (the administration console's), with node's
+// test runner, on the backend chosen by DATABASE_URL (unset: embedded PGlite). Extra arguments are passed on (e.g. a file list or --test-only).
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -61,7 +61,7 @@ const usesBrowser = (file) =>
   /playwright-core|\.\/login-browser\.ts/.test(readFileSync(path.join(root, file), "utf8"));
 const testFiles = files.length
   ? files
-  : [...find(path.join(root, "src")), ...find(path.join(root, "test"))]
+  : [...find(path.join(root, "src")), ...find(path.join(root, "test")), ...find(path.join(root, "console"))]
       .sort()
       .map((file) => ({ file, browser: usesBrowser(file) }))
       .sort((a, b) => Number(b.browser) - Number(a.browser))

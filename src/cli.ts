@@ -254,6 +254,7 @@ async function start(config: Config): Promise<number> {
   }
   lines.push(`  API reference: ${origin}/docs`);
   lines.push(`  sign in: ${origin}/ (your account page)`);
+  lines.push(`  console: ${origin}/ui/console/ (administration)`);
   const bearer = config.metrics.token === undefined ? "" : " (bearer token)";
   // the metrics listener speaks plain HTTP, even when the main port has TLS
   if (platform.metricsPort !== undefined)

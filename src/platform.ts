@@ -7,7 +7,7 @@ import { registerReflection } from "./api/reflection.ts";
 import { registerApi } from "./api/register.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { Authorizer } from "./auth/authorize.ts";
-import { type BootstrapResult, bootstrap } from "./bootstrap.ts";
+import { type BootstrapResult, bootstrap, ensureConsoleApps } from "./bootstrap.ts";
 import { type AdminSocket, listenAdminSocket } from "./cli/admin-socket.ts";
 import { issueAdminToken } from "./cli/admin-token.ts";
 import { type Config, resolveMasterKey } from "./config.ts";
@@ -27,6 +27,7 @@ import type { StopCounts } from "./outbox/worker.ts";
 import { FeatureGate } from "./query/features.ts";
 import { InstanceDirectory } from "./query/instances.ts";
 import { projections } from "./query/projections/index.ts";
+import { registerConsole } from "./server/console.ts";
 import type { DrainCounts } from "./server/listener.ts";
 import { buildServer } from "./server/server.ts";
 import { authenticationInterceptor, callerOf, callerScope } from "./services/call.ts";
@@ -117,6 +118,7 @@ export async function createPlatform(
     });
     eventStore.onStale(() => instances.invalidate());
     const bootstrapResult = await bootstrap(eventStore, config);
+    await ensureConsoleApps(eventStore, db, config);
     const outbound = OutboundPolicy.fromConfig(config, { resolve: options.resolve });
     const deps: ServiceDeps = {
       config,
@@ -189,6 +191,7 @@ export async function createPlatform(
     );
     const login = registerLogin(app, deps, { completer: options.authRequestCompleter ?? oidc.completer });
     oidc.registerBrowserEndpoints(app, login);
+    registerConsole(app, { config, db });
     // Other processes on the database: what they change reaches this one's caches, their event deliveries
     // wake its worker (src/storage/notifications.ts).
     const listener =

@@ -15,7 +15,7 @@ import { copyOfCheckout, runPlatformIn, startProcess } from "./process.ts";
 const ADMIN_PASSWORD = "Build-Test-Passw0rd!";
 const start = (checkout: string) => [process.execPath, path.join(checkout, "bin", "platform.js"), "start"];
 /** What a production install lacks: the devDependencies that matter here. */
-const devTools = ["typescript", "@typescript", "tsx", "esbuild", "@esbuild"];
+const devTools = ["typescript", "@typescript", "tsx", "esbuild", "@esbuild", "preact"];
 
 describe("production build", () => {
   const backends: TestBackend[] = [];
@@ -29,7 +29,8 @@ describe("production build", () => {
     copies.push(copy);
     return copy;
   };
-  const clone = copyOf({ without: ["tsx", "esbuild", "@esbuild"] });
+  // without tsx: nothing runs the sources; esbuild stays, the console's bundler (scripts/build-console.mjs)
+  const clone = copyOf({ without: ["tsx"] });
   /** A fresh database; `initdb`: on the embedded one an empty directory, so that initdb runs (compiled) too. */
   const backend = async ({ initdb = false } = {}): Promise<Record<string, string>> => {
     if (initdb && !process.env.DATABASE_URL)
@@ -58,9 +59,11 @@ describe("production build", () => {
         "cli.js.map",
         "storage/migrations/0001_eventstore.sql",
         "login/locales/de.json",
+        "console-ui/index.html",
       ])
         assert.ok(existsSync(path.join(clone, "dist", file)), `dist/${file}`);
       assert.equal((await fetch(`${first.url}/ready`)).status, 200);
+      assert.equal((await fetch(`${first.url}/ui/console/`)).status, 200, "the console's bundle is built");
 
       // the files the code reads beside itself: API reference assets, proto comments, templates, catalogues
       const docs = await (await fetch(`${first.url}/docs`)).text();
@@ -110,6 +113,11 @@ describe("production build", () => {
     try {
       assert.equal(started.stderr(), "", "no compiler: no check, no build");
       assert.equal((await fetch(`${started.url}/ready`)).status, 200);
+      assert.equal(
+        (await fetch(`${started.url}/ui/console/`)).status,
+        200,
+        "the console as built, no bundler",
+      );
     } finally {
       assert.equal(await started.stop(), 0);
     }

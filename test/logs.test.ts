@@ -20,7 +20,7 @@ const stripAnsi = (s: string) => s.replaceAll(new RegExp(`${ESC}\\[[0-9;]*m`, "g
 
 /** The start-up banner of src/cli.ts, whatever the log format. */
 const BANNER =
-  /^Platform is running at (http:\/\/localhost:\d+)\n {2}database: .+\n {2}first start: created instance \d+ for localhost\n {2}log in as "admin"\n {2}password: .+\n {2}API reference: \1\/docs\n {2}sign in: \1\/ \(your account page\)$/m;
+  /^Platform is running at (http:\/\/localhost:\d+)\n {2}database: .+\n {2}first start: created instance \d+ for localhost\n {2}log in as "admin"\n {2}password: .+\n {2}API reference: \1\/docs\n {2}sign in: \1\/ \(your account page\)\n {2}console: \1\/ui\/console\/ \(administration\)$/m;
 
 /** The processes whose parent is `pid` (from /proc; script(1) is Linux-only anyway). */
 function childrenOf(pid: number): number[] {

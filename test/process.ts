@@ -127,7 +127,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
-const checkoutParts = ["bin", "scripts", "src", "package.json", "tsconfig.json", "tsconfig.build.json"];
+const checkoutParts = [
+  "bin",
+  "scripts",
+  "src",
+  "console",
+  "package.json",
+  "tsconfig.json",
+  "tsconfig.build.json",
+];
 
 /**
  * A copy of what running and building need of this checkout (bin/, scripts/, src/, package.json and the

@@ -34,7 +34,7 @@ describe("platform from dist/", () => {
   };
 
   it("the commands run compiled: --version, start, migrate, projections rebuild, keys rotate", async () => {
-    const checkout = copyOf({ without: ["tsx", "esbuild", "@esbuild"], dist });
+    const checkout = copyOf({ without: ["tsx"], dist });
     const env = await backend();
     const version = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).version;
     assert.deepEqual(await runPlatformIn(checkout, ["--version"], {}), {
@@ -55,7 +55,7 @@ describe("platform from dist/", () => {
   });
 
   it("rebuilds when a source changed, and keeps the last build when the sources do not compile", async () => {
-    const checkout = copyOf({ without: ["tsx", "esbuild", "@esbuild"], dist });
+    const checkout = copyOf({ without: ["tsx"], dist });
     const source = path.join(checkout, "src", "cli.ts");
     const original = readFileSync(source, "utf8");
     const built = () => readFileSync(path.join(checkout, "dist", "cli.js"), "utf8");

@@ -8,6 +8,8 @@ export const InstanceEvent = {
   domainRemoved: "instance.domain.removed",
   defaultOrgSet: "instance.default.org.set",
   iamProjectSet: "instance.iam.project.set",
+  /** The administration console's OIDC app (docs/console.md): `app_id`, `client_id`. */
+  consoleSet: "instance.console.set",
   /** Block and audit-log retention: only the fields present change. */
   limitsSet: "instance.limits.set",
   removed: "instance.removed",
@@ -22,6 +24,10 @@ export interface InstanceChangedPayload {
 export interface InstanceDomainPayload {
   domain: string;
   generated?: boolean;
+}
+export interface InstanceConsoleSetPayload {
+  app_id: string;
+  client_id: string;
 }
 export interface InstanceLimitsPayload {
   block?: boolean;

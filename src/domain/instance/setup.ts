@@ -6,6 +6,7 @@ import { addOrgEvents } from "../org/commands.ts";
 import { PROJECT, ProjectEvent } from "../project/events.ts";
 import { addHumanEvent, addMachineEvent, addPatEvent } from "../user/commands.ts";
 import { AccessTokenType } from "../user/events.ts";
+import { consoleAppEvents } from "./console.ts";
 import { INSTANCE, InstanceEvent } from "./events.ts";
 
 export interface InstanceSetup {
@@ -16,6 +17,11 @@ export interface InstanceSetup {
   admin: { username: string; passwordHash: string; passwordChangeRequired: boolean };
   /** A machine user with IAM_OWNER and one PAT (bootstrap's `admin-client`). */
   machine?: { username: string; patHash: string; patExpiration?: string };
+  /**
+   * The instance's external origin (`<scheme>://<primary domain>[:port]`): the administration console's
+   * OIDC app is made for it (console.ts). Undefined: no console app (the next start adds it).
+   */
+  consoleOrigin?: string;
 }
 
 export interface InstanceSetupResult {
@@ -32,7 +38,7 @@ export const MANAGEMENT_PROJECT_NAME = "Platform";
 
 /**
  * Every event of a new instance: its domains, first organization (the instance default), the
- * management project, a human IAM_OWNER and optionally a machine IAM_OWNER with a PAT.
+ * management project (with the console's app), a human IAM_OWNER and optionally a machine IAM_OWNER with a PAT.
  */
 export function setupInstanceEvents(setup: InstanceSetup): InstanceSetupResult {
   const instanceId = newId();
@@ -80,6 +86,8 @@ export function setupInstanceEvents(setup: InstanceSetup): InstanceSetupResult {
     }),
   );
   events.push({ ...instance, type: InstanceEvent.iamProjectSet, payload: { project_id: projectId } });
+  if (setup.consoleOrigin)
+    events.push(...consoleAppEvents(instanceId, { id: projectId, orgId }, setup.consoleOrigin).events);
 
   events.push(
     inInstance(

@@ -47,6 +47,10 @@ export const instancesProjection: Projection = {
       );
       await tx.query(`UPDATE instances SET ${touch} WHERE id = $1`, [e.aggregateId, e.createdAt, e.sequence]);
     },
+    // which app is the console's is read from the event itself (src/query/console.ts): only the version
+    [InstanceEvent.consoleSet]: async (tx, e) => {
+      await tx.query(`UPDATE instances SET ${touch} WHERE id = $1`, [e.aggregateId, e.createdAt, e.sequence]);
+    },
     [InstanceEvent.domainPrimarySet]: async (tx, e) => {
       await tx.query("UPDATE instance_domains SET is_primary = (domain = $2) WHERE instance_id = $1", [
         e.aggregateId,

@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import { apiService } from "../../api/register.ts";
+import { externalOrigin } from "../../config.ts";
 import { hashPassword } from "../../crypto/password.ts";
 import {
   changeInstance,
@@ -161,6 +162,7 @@ export function instancesService(deps: ServiceDeps) {
           passwordHash: await hashPassword(admin.password),
           passwordChangeRequired: false,
         },
+        consoleOrigin: domains[0] ? externalOrigin(deps.config, domains[0]) : undefined,
       });
       return {
         details: details(created.instanceId, created.version),
