@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: every *.test.ts under src/, test/ and console/ (the administration console's), with node's
-// test runner, on the backend chosen by DATABASE_URL (unset: embedded PGlite). Extra arguments are passed on (e.g. a file list or --test-only).
+// test runner, on the backend chosen by DATABASE_URL (unset: embedded PGlite). Extra arguments are passed
+// on (e.g. a file list or --test-only).
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
