@@ -23,6 +23,7 @@ const NOT_SECRET: Record<string, string> = {
   password_changed: "a flag (notification providers: a new SMTP password was stored)",
   passkey_id: "the ID of a passkey, not the key",
   credential_id: "a WebAuthn credential's public ID (the browser sends it with every assertion)",
+  private_labeling_setting: "a project setting: whose branding its sign-ins show",
 };
 
 /** Field names of the event payload types (src/domain/<aggregate>/events.ts). */
