@@ -224,6 +224,9 @@ export async function createPlatform(
           (request) => issueAdminToken(db, eventStore, request),
           app.log.child({ component: "admin-socket" }),
         );
+        // also when only the app is closed (tests do): the socket would keep the process alive
+        const socket = adminSocket;
+        app.server.once("close", () => void socket.close());
       } catch (error) {
         app.log.warn(
           { err: error },

@@ -160,7 +160,9 @@ describe("log format", () => {
     // The banner is plain text, without colours, exactly as before.
     assert.match(platform.output(), BANNER);
     await platform.stop();
-    assert.match(stripAnsi(platform.output()), /^\[[\d:.]+\] INFO: shutting down \{"signal":"SIGTERM"\}$/m);
+    const stopped = stripAnsi(platform.output());
+    assert.match(stopped, /^\[[\d:.]+\] INFO: shutting down \{"signal":"SIGTERM","graceSeconds":25\}$/m);
+    assert.match(stopped, /^\[[\d:.]+\] INFO: stopped in [\d.]+ s: finished \d+ requests, .* \{"stop":\{/m);
   });
 
   it("without a terminal: JSON lines (secrets redacted), the same banner", async () => {
